@@ -1,0 +1,61 @@
+# TensorFusion for Python. `make demo` and `make test` work on a fresh machine.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+PYTHON ?= python3
+
+.PHONY: demo test test-unit test-integration test-cluster lint format bench crds venv system-deps testenv clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+## The main job on its embedded default: the simulator on the bundled example cluster and trace.
+demo: venv
+	$(BIN)/tensor-fusion simulate examples/cluster.yaml examples/workload.yaml
+
+## Every test tier: unit, integration (real Alertmanager, MariaDB), cluster (real control plane).
+test: venv system-deps testenv
+	$(PY) -m pytest -q
+
+test-unit: venv
+	$(PY) -m pytest -q tests/unit
+
+test-integration: venv system-deps
+	$(PY) -m pytest -q tests/integration
+
+test-cluster: venv testenv
+	$(PY) -m pytest -q tests/cluster
+
+## Debian packages the integration tier runs for real (installs only what is missing).
+system-deps:
+	bash scripts/install-system-deps.sh
+
+## Control-plane binaries built from Go modules, cached under ~/.cache (see docs/testing.md).
+testenv:
+	bash testenv/build.sh
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy src tests bench
+	$(BIN)/lint-imports
+
+format: venv
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+bench: venv
+	$(PY) bench/scheduling.py
+	$(PY) bench/alerts.py
+
+## Regenerate the CRD manifests of the chart from the models.
+crds: venv
+	$(BIN)/tensor-fusion gen-crds --output charts/tensor-fusion/crds
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Adapters: every module that performs I/O."""

@@ -1,0 +1,1 @@
+"""Pure domain layer: no I/O."""

@@ -1,0 +1,215 @@
+"""Kubernetes resource quantities: exact parsing, arithmetic and canonical printing.
+
+Values are exact decimals (never floats). The allocator works in integer units derived from
+them: TFLOPs in milli-TFLOPs, VRAM in bytes, percent in milli-percent.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_CEILING, Context, Decimal, localcontext
+from enum import Enum
+from typing import Final
+
+__all__ = [
+    "Quantity",
+    "QuantityError",
+    "QuantityFormat",
+    "format_bytes",
+    "format_milli",
+    "parse_quantity",
+]
+
+
+class QuantityFormat(Enum):
+    """How a quantity prints: the family of its suffix."""
+
+    BINARY_SI = "BinarySI"
+    DECIMAL_SI = "DecimalSI"
+    DECIMAL_EXPONENT = "DecimalExponent"
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity."""
+
+
+_PATTERN: Final = re.compile(
+    r"^(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
+
+_BINARY: Final[dict[str, int]] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL: Final[dict[str, int]] = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
+_DECIMAL_BY_EXPONENT: Final[dict[int, str]] = {v: k for k, v in _DECIMAL.items()}
+_BINARY_BY_SHIFT: Final[list[tuple[int, str]]] = sorted(
+    ((v, k) for k, v in _BINARY.items()), reverse=True
+)
+_NANO: Final = Decimal("1e-9")
+_CONTEXT: Final = Context(prec=80)
+
+
+class Quantity:
+    """An exact Kubernetes quantity with the print format of the suffix it was written with."""
+
+    __slots__ = ("_format", "_value")
+
+    def __init__(
+        self, value: Decimal | int | str = 0, fmt: QuantityFormat = QuantityFormat.DECIMAL_SI
+    ) -> None:
+        if isinstance(value, str):
+            parsed = parse_quantity(value)
+            self._value: Decimal = parsed.value
+            self._format: QuantityFormat = parsed.format
+            return
+        self._value = _round_to_nano(Decimal(value))
+        self._format = fmt
+
+    @property
+    def value(self) -> Decimal:
+        """The exact numeric value."""
+        return self._value
+
+    @property
+    def format(self) -> QuantityFormat:
+        """The print format (from the suffix of the parsed text)."""
+        return self._format
+
+    def is_zero(self) -> bool:
+        """True when the value is zero."""
+        return self._value == 0
+
+    def milli(self) -> int:
+        """The value in thousandths, rounded up."""
+        return int((self._value * 1000).to_integral_value(rounding=ROUND_CEILING))
+
+    def ceil(self) -> int:
+        """The value rounded up to a whole number."""
+        return int(self._value.to_integral_value(rounding=ROUND_CEILING))
+
+    def __str__(self) -> str:
+        return _canonical(self._value, self._format)
+
+    def __repr__(self) -> str:
+        return f"Quantity({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Quantity):
+            return self._value == other._value
+        if isinstance(other, int | Decimal):
+            return self._value == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __lt__(self, other: Quantity) -> bool:
+        return self._value < other._value
+
+    def __le__(self, other: Quantity) -> bool:
+        return self._value <= other._value
+
+    def __gt__(self, other: Quantity) -> bool:
+        return self._value > other._value
+
+    def __ge__(self, other: Quantity) -> bool:
+        return self._value >= other._value
+
+    def __add__(self, other: Quantity) -> Quantity:
+        return Quantity(self._value + other._value, self._pick_format(other))
+
+    def __sub__(self, other: Quantity) -> Quantity:
+        return Quantity(self._value - other._value, self._pick_format(other))
+
+    def __mul__(self, factor: int) -> Quantity:
+        return Quantity(self._value * factor, self._format)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> Quantity:
+        return Quantity(-self._value, self._format)
+
+    def _pick_format(self, other: Quantity) -> QuantityFormat:
+        return other._format if self._value == 0 else self._format
+
+
+def parse_quantity(text: str) -> Quantity:
+    """Parse Kubernetes quantity text ("16Gi", "100", "1500m", "1e3") exactly."""
+    if not isinstance(text, str):
+        raise QuantityError(f"not a quantity: {text!r}")
+    match = _PATTERN.match(text.strip()) if text == text.strip() else None
+    if match is None:
+        raise QuantityError(f"not a quantity: {text!r}")
+    number = Decimal(match["number"])
+    if match["sign"] == "-":
+        number = -number
+    suffix = match["suffix"] or ""
+    with localcontext(_CONTEXT):
+        if suffix in _BINARY:
+            value = number * (Decimal(2) ** _BINARY[suffix])
+            fmt = QuantityFormat.BINARY_SI
+        elif suffix in _DECIMAL:
+            value = number.scaleb(_DECIMAL[suffix])
+            fmt = QuantityFormat.DECIMAL_SI
+        else:
+            value = number.scaleb(int(suffix[1:]))
+            fmt = QuantityFormat.DECIMAL_EXPONENT
+    return Quantity(value, fmt)
+
+
+def format_milli(milli: int) -> str:
+    """Canonical decimal text of a value given in thousandths (TFLOPs, percent)."""
+    return _canonical(Decimal(milli).scaleb(-3), QuantityFormat.DECIMAL_SI)
+
+
+def format_bytes(count: int) -> str:
+    """Canonical binary text of a byte count ("80Gi", "1536Mi", "512")."""
+    return _canonical(Decimal(count), QuantityFormat.BINARY_SI)
+
+
+def _round_to_nano(value: Decimal) -> Decimal:
+    with localcontext(_CONTEXT):
+        if value == value.to_integral_value():
+            return value.quantize(Decimal(1)) if value.as_tuple().exponent != 0 else value
+        return value.quantize(_NANO, rounding=ROUND_CEILING).normalize()
+
+
+def _canonical(value: Decimal, fmt: QuantityFormat) -> str:
+    if value == 0:
+        return "0"
+    if fmt is QuantityFormat.BINARY_SI and abs(value) >= 1024 and value == value.to_integral():
+        whole = int(value)
+        for shift, suffix in _BINARY_BY_SHIFT:
+            if whole % (1 << shift) == 0:
+                return f"{whole >> shift}{suffix}"
+        return str(whole)
+    return _decimal_text(value, fmt)
+
+
+def _decimal_text(value: Decimal, fmt: QuantityFormat) -> str:
+    with localcontext(_CONTEXT):
+        sign, digits, exponent = value.normalize().as_tuple()
+        assert isinstance(exponent, int)
+        mantissa = int("".join(map(str, digits)))
+        # Move trailing zeros into the exponent, then align the exponent down to a multiple of 3.
+        while mantissa % 10 == 0 and mantissa != 0:
+            mantissa //= 10
+            exponent += 1
+        aligned = max(-9, exponent - exponent % 3)
+        if fmt is not QuantityFormat.DECIMAL_EXPONENT:
+            aligned = min(aligned, 18)
+        mantissa *= 10 ** (exponent - aligned)
+        prefix = "-" if sign else ""
+        if fmt is QuantityFormat.DECIMAL_EXPONENT:
+            return f"{prefix}{mantissa}" + (f"e{aligned}" if aligned else "")
+        return f"{prefix}{mantissa}{_DECIMAL_BY_EXPONENT[aligned]}"
