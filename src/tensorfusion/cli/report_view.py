@@ -1,0 +1,103 @@
+"""Terminal rendering of a simulation report with rich tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["print_report"]
+
+
+def _kv_table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, "-" if value is None else str(value))
+    return table
+
+
+def print_report(report: dict[str, Any], console: Console) -> None:
+    """Print outcomes, waits, utilisation, fragmentation, pools, rejections and alerts."""
+    s = report["summary"]
+    u = report["utilisation"]
+    f = report["fragmentation"]
+    policy = report["policy"]
+    console.print(_kv_table("Policy", [(k, v) for k, v in policy.items()]))
+    console.print(
+        _kv_table(
+            "Outcome",
+            [
+                ("pods in trace", s["pods"]),
+                ("placed", s["placed"]),
+                ("  placed after waiting", s["placedAfterWaiting"]),
+                ("pending at end", s["pending"]),
+                ("rejected (invalid input)", s["rejected"]),
+                ("mean / p95 wait", f"{s['meanWaitSeconds']} s / {s['p95WaitSeconds']} s"),
+                ("simulated time", f"{s['simulatedSeconds'] / 3600:.2f} h"),
+                ("scheduling decisions", s["decisions"]),
+                ("decisions per second", s["decisionsPerSecond"]),
+            ],
+        )
+    )
+    console.print(
+        _kv_table(
+            "Utilisation (while pods ran or waited)",
+            [
+                ("VRAM allocated, mean / peak",
+                 f"{u['meanVramAllocatedPercent']} % / {u['peakVramAllocatedPercent']} %"),
+                ("TFLOPs allocated, mean", f"{u['meanTflopsAllocatedPercent']} %"),
+                ("GPUs in use, mean", f"{u['meanGpusInUsePercent']} %"),
+                ("nodes in use, mean", f"{u['meanNodesInUsePercent']} %"),
+                ("fragmentation, mean / peak", f"{f['meanPercent']} % / {f['peakPercent']} %"),
+            ],
+        )  # fmt: skip
+    )
+    pools = Table(title="Pools: physical versus virtual capacity", title_justify="left")
+    for column in ("pool", "mode", "nodes", "GPUs", "TFLOPs phys / virt", "VRAM phys / virt",
+                   "peak allocated TFLOPs / VRAM"):  # fmt: skip
+        pools.add_column(column)
+    for p in report["pools"]:
+        peak = p["peakAllocated"] or {}
+        pools.add_row(
+            p["name"],
+            p["placementMode"],
+            str(p["nodes"]),
+            str(p["gpus"]),
+            f"{p['physical']['tflops']} / {p['virtual']['tflops']}",
+            f"{p['physical']['vram']} / {p['virtual']['vram']}",
+            f"{peak.get('tflops', '-')} / {peak.get('vram', '-')}",
+        )
+    console.print(pools)
+    if report["rejected"]:
+        rejected = Table(title="Rejected pods", title_justify="left")
+        rejected.add_column("pods")
+        rejected.add_column("reason")
+        for row in report["rejected"]:
+            rejected.add_row(str(row["pods"]), row["reason"])
+        console.print(rejected)
+    if report["pending"]:
+        pending = Table(title="Pending at end of trace", title_justify="left")
+        pending.add_column("pod")
+        pending.add_column("attempts")
+        pending.add_column("last scheduling message")
+        for row in report["pending"][:20]:
+            pending.add_row(row["pod"], str(row["attempts"]), row["message"] or "")
+        if len(report["pending"]) > 20:
+            pending.add_row("...", "", f"{len(report['pending']) - 20} more")
+        console.print(pending)
+    alerts = report.get("alerts") or []
+    if alerts:
+        table = Table(title="Alerts the trace would have fired", title_justify="left")
+        for column in ("alert", "state", "at", "summary"):
+            table.add_column(column)
+        for a in alerts[:30]:
+            table.add_row(
+                str(a.get("alertname", "")),
+                str(a.get("state", "")),
+                str(a.get("at", "")),
+                str(a.get("summary", "")),
+            )
+        console.print(table)

@@ -1,0 +1,397 @@
+"""The GPU store and the allocation lifecycle: assume, commit, release, rebuild.
+
+Pure and single-threaded: callers serialise access (scheduling.md §3, "one lock").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.allocator.gpu_state import GPUState, RunningApp, RunningPod
+from tensorfusion.domain.allocator.oversubscription import (
+    Oversubscription,
+    effective_limit,
+    shared_effective_limit,
+    virtual_capacity,
+)
+from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaSpec, QuotaUsage, charge_for
+from tensorfusion.domain.allocator.records import AllocationRecord, NodeState, RecordState
+from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy, PlacementMode
+
+__all__ = ["AllocationError", "Allocator", "PoolSettings"]
+
+ASSUME_TTL_SECONDS = 60.0
+
+
+class AllocationError(ValueError):
+    """An allocation that cannot be made or found."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    """What the allocator needs of a GPUPool."""
+
+    name: str
+    placement_mode: PlacementMode = PlacementMode.NODE_COMPACT_GPU_LOW_LOAD
+    oversubscription: Oversubscription | None = None
+
+
+@dataclass(slots=True)
+class Allocator:
+    """In-memory GPU state indexed by name, node and pool, with allocation records by pod UID."""
+
+    isolation_policy: IsolationPolicy = IsolationPolicy.STATIC
+    gpus: dict[str, GPUState] = field(default_factory=dict)
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+    pools: dict[str, PoolSettings] = field(default_factory=dict)
+    quotas: dict[str, NamespaceQuota] = field(default_factory=dict)
+    records: dict[str, AllocationRecord] = field(default_factory=dict)
+    dirty_gpus: set[str] = field(default_factory=set)
+    touched_nodes: set[str] = field(default_factory=set)
+
+    # ---- inventory -------------------------------------------------------------------------
+
+    def pool(self, name: str) -> PoolSettings:
+        """Settings of a pool (defaults when the pool is unknown)."""
+        settings = self.pools.get(name)
+        return settings if settings is not None else PoolSettings(name)
+
+    def set_pool(self, settings: PoolSettings) -> None:
+        """Add or replace a pool's settings."""
+        self.pools[settings.name] = settings
+        self.touched_nodes.update(self.nodes)
+
+    def node(self, name: str) -> NodeState:
+        """The node's state, created empty on first use."""
+        state = self.nodes.get(name)
+        if state is None:
+            state = self.nodes[name] = NodeState(name)
+        return state
+
+    def set_node_facts(
+        self, name: str, *, ram_bytes: int, disk_bytes: int, hypervisor_index0: int | None
+    ) -> None:
+        """Host RAM and disk (virtual VRAM) and the agent's `index_0` allocatable."""
+        state = self.node(name)
+        state.ram_bytes, state.disk_bytes = ram_bytes, disk_bytes
+        state.hypervisor_index0 = hypervisor_index0
+        self.touched_nodes.add(name)
+
+    def upsert_gpu(self, gpu: GPUState) -> None:
+        """Add a GPU or copy informer facts onto the known one (never the owned fields)."""
+        known = self.gpus.get(gpu.name)
+        if known is None:
+            gpu.available_tflops, gpu.available_vram = gpu.capacity_tflops, gpu.capacity_vram
+            gpu.assumed_tflops = gpu.assumed_vram = 0
+            self.gpus[gpu.name] = gpu
+            node = self.node(gpu.node)
+            node.gpus.append(gpu)
+            node.gpus.sort(key=lambda g: g.name)
+            self._recompute_available(gpu)
+        else:
+            if known.node != gpu.node:
+                self._detach(known)
+                known.node = gpu.node
+                node = self.node(gpu.node)
+                node.gpus.append(known)
+                node.gpus.sort(key=lambda g: g.name)
+            self._copy_facts(known, gpu)
+        self.dirty_gpus.add(gpu.name)
+        self.touched_nodes.add(gpu.node)
+
+    def remove_gpu(self, name: str) -> None:
+        """Drop a GPU from every index."""
+        gpu = self.gpus.pop(name, None)
+        if gpu is not None:
+            self._detach(gpu)
+            self.touched_nodes.add(gpu.node)
+            self.dirty_gpus.discard(name)
+
+    def set_quota(self, spec: QuotaSpec) -> None:
+        """Install a namespace's effective quota, keeping its usage."""
+        known = self.quotas.get(spec.namespace)
+        if known is None:
+            quota = NamespaceQuota(spec)
+            for record in self.records.values():
+                if record.request.namespace == spec.namespace:
+                    target = (
+                        quota.committed if record.state is RecordState.COMMITTED else quota.assumed
+                    )
+                    target.add(record.quota)
+            self.quotas[spec.namespace] = quota
+        else:
+            known.spec = spec
+
+    def remove_quota(self, namespace: str) -> None:
+        """Forget a namespace's quota."""
+        self.quotas.pop(namespace, None)
+
+    def gpus_of_pool(self, pool: str) -> Iterator[GPUState]:
+        """GPUs labelled with the pool."""
+        return (g for g in self.gpus.values() if g.pool == pool)
+
+    def virtual_capacity(self, node: NodeState) -> tuple[int, int] | None:
+        """Virtual (TFLOPs, VRAM) of the node, or None when its pool sets no oversubscription."""
+        settings = self._node_oversubscription(node)
+        if settings is None:
+            return None
+        total_tflops, total_vram = node.total_capacity()
+        return virtual_capacity(
+            total_tflops, total_vram, node.ram_bytes, node.disk_bytes, settings
+        )
+
+    def node_virtual_figures(self, node: NodeState) -> tuple[int, int, int, int]:
+        """(virtual TFLOPs, virtual VRAM, virtual available TFLOPs, virtual available VRAM)."""
+        total_tflops, total_vram = node.total_capacity()
+        settings = self._node_oversubscription(node)
+        v_tflops, v_vram = virtual_capacity(
+            total_tflops, total_vram, node.ram_bytes, node.disk_bytes, settings
+        )
+        used_tflops = used_vram = 0
+        for record in self.records.values():
+            if record.node == node.name and record.state is RecordState.COMMITTED:
+                used_tflops += record.effective_limit[0]
+                used_vram += record.effective_limit[1]
+        return v_tflops, v_vram, v_tflops - used_tflops, v_vram - used_vram
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def assume(
+        self,
+        request: AllocationRequest,
+        node_name: str,
+        gpu_names: Iterable[str],
+        now: float,
+        ttl: float = ASSUME_TTL_SECONDS,
+    ) -> AllocationRecord:
+        """Record GPUs chosen by `filter` for a pod; they count fully until bound or expired."""
+        self.release(request.pod_uid)
+        record = self._make_record(request, node_name, tuple(gpu_names), now, ttl)
+        self._apply(record, sign=1)
+        return record
+
+    def commit(self, uid: str, now: float) -> AllocationRecord:
+        """Turn an assumption into a committed allocation (after `gpu-ids` is written)."""
+        record = self.records.get(uid)
+        if record is None:
+            raise AllocationError(f"no allocation for pod UID {uid}")
+        if record.state is RecordState.COMMITTED:
+            return record
+        self._apply(record, sign=-1)
+        record.state = RecordState.COMMITTED
+        record.since = now
+        record.expires_at = None
+        self._apply(record, sign=1)
+        return record
+
+    def restore(self, request: AllocationRequest, node_name: str, gpu_names: Iterable[str],
+                now: float) -> AllocationRecord | None:
+        """Rebuild a committed record from a bound pod's `gpu-ids`; unknown GPUs are skipped."""
+        names = tuple(n for n in gpu_names if n in self.gpus)
+        if not names:
+            return None
+        self.release(request.pod_uid)
+        record = self._make_record(request, node_name, names, now, None)
+        record.state = RecordState.COMMITTED
+        record.expires_at = None
+        self._apply(record, sign=1)
+        return record
+
+    def release(self, uid: str) -> AllocationRecord | None:
+        """Idempotently undo whatever the pod holds."""
+        record = self.records.get(uid)
+        if record is None:
+            return None
+        self._apply(record, sign=-1)
+        return record
+
+    def mark_running(self, uid: str) -> None:
+        """The pod left Pending: its index no longer blocks others on the node."""
+        record = self.records.get(uid)
+        if record is None or not record.pending:
+            return
+        record.pending = False
+        index = record.request.pod_index
+        node = self.nodes.get(record.node)
+        if node is not None and index is not None and node.pending_indices.get(index) == uid:
+            del node.pending_indices[index]
+
+    def expire_assumptions(self, now: float) -> list[str]:
+        """Release assumptions older than their TTL; returns the released pod UIDs."""
+        expired = [
+            uid
+            for uid, r in self.records.items()
+            if r.state is RecordState.ASSUMED and r.expires_at is not None and r.expires_at <= now
+        ]
+        for uid in expired:
+            self.release(uid)
+        return expired
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _make_record(
+        self,
+        request: AllocationRequest,
+        node_name: str,
+        names: tuple[str, ...],
+        now: float,
+        ttl: float | None,
+    ) -> AllocationRecord:
+        gpus = [self.gpus[n] for n in names]
+        missing = [g.name for g in gpus if g.node != node_name]
+        if missing:
+            raise AllocationError(f"GPUs {missing} are not on node {node_name}")
+        if request.isolation is IsolationMode.SHARED:
+            charged = tuple((g.capacity_tflops, g.capacity_vram) for g in gpus)
+            limit = shared_effective_limit(list(charged))
+        else:
+            charged = tuple(
+                (request.request.tflops_on(g.capacity_tflops), request.request.vram_bytes)
+                for g in gpus
+            )
+            limit = effective_limit(request, [g.capacity_tflops for g in gpus])
+        return AllocationRecord(
+            request=request,
+            node=node_name,
+            gpus=names,
+            state=RecordState.ASSUMED,
+            since=now,
+            expires_at=None if ttl is None else now + ttl,
+            charged=charged,
+            quota=charge_for(request, [g.capacity_tflops for g in gpus]),
+            effective_limit=limit,
+        )
+
+    def _apply(self, record: AllocationRecord, sign: int) -> None:
+        """Add (sign 1) or remove (sign −1) a record's effect on every index."""
+        uid = record.uid
+        committed = record.state is RecordState.COMMITTED
+        request = record.request
+        node = self.node(record.node)
+        for name, (tflops, vram) in zip(record.gpus, record.charged, strict=True):
+            gpu = self.gpus.get(name)
+            if gpu is None:
+                continue
+            if committed:
+                gpu.available_tflops -= sign * tflops
+                gpu.available_vram -= sign * vram
+                if sign < 0:
+                    gpu.clamp_available()
+                self._update_running_apps(gpu, request, sign)
+            else:
+                gpu.assumed_tflops += sign * tflops
+                gpu.assumed_vram += sign * vram
+            self._update_isolation_lock(gpu, uid, request.isolation, sign)
+            self.dirty_gpus.add(name)
+        workers = node.committed_workers if committed else node.assumed_workers
+        quota = self.quotas.get(request.namespace)
+        usage = None if quota is None else (quota.committed if committed else quota.assumed)
+        if sign > 0:
+            workers.add(uid)
+            self.records[uid] = record
+            if record.pending and request.pod_index is not None:
+                node.pending_indices[request.pod_index] = uid
+        else:
+            workers.discard(uid)
+            self.records.pop(uid, None)
+            index = request.pod_index
+            if index is not None and node.pending_indices.get(index) == uid:
+                del node.pending_indices[index]
+        if usage is not None:
+            usage.add(record.quota, sign)
+        node.limit_tflops += sign * record.effective_limit[0]
+        node.limit_vram += sign * record.effective_limit[1]
+        self.touched_nodes.add(node.name)
+
+    def _update_running_apps(self, gpu: GPUState, request: AllocationRequest, sign: int) -> None:
+        key = (request.workload, request.namespace)
+        if sign > 0:
+            app = gpu.running_apps.get(key)
+            if app is None:
+                app = gpu.running_apps[key] = RunningApp(request.workload, request.namespace)
+            app.pods[request.pod_uid] = RunningPod(
+                name=request.pod_name,
+                namespace=request.namespace,
+                uid=request.pod_uid,
+                requests=request.request.to_json(),
+                limits=request.limit.to_json(),
+                qos=request.qos.value,
+            )
+            return
+        app = gpu.running_apps.get(key)
+        if app is not None:
+            app.pods.pop(request.pod_uid, None)
+            if not app.pods:
+                del gpu.running_apps[key]
+
+    def _update_isolation_lock(
+        self, gpu: GPUState, uid: str, mode: IsolationMode, sign: int
+    ) -> None:
+        if sign > 0:
+            gpu.holders[uid] = mode
+        else:
+            gpu.holders.pop(uid, None)
+        if self._policy_of(gpu) is not IsolationPolicy.DYNAMIC:
+            return
+        modes = set(gpu.holders.values())
+        if len(modes) > 1:
+            gpu.dynamic_isolation_conflict = True
+            gpu.active_isolation_mode = ""
+        else:
+            gpu.dynamic_isolation_conflict = False
+            gpu.active_isolation_mode = next(iter(modes)).value if modes else ""
+
+    def _policy_of(self, gpu: GPUState) -> IsolationPolicy:
+        return gpu.isolation_policy or self.isolation_policy
+
+    def _recompute_available(self, gpu: GPUState) -> None:
+        gpu.available_tflops, gpu.available_vram = gpu.capacity_tflops, gpu.capacity_vram
+        gpu.assumed_tflops = gpu.assumed_vram = 0
+        for record in self.records.values():
+            if gpu.name not in record.gpus:
+                continue
+            tflops, vram = record.charged[record.gpus.index(gpu.name)]
+            if record.state is RecordState.COMMITTED:
+                gpu.available_tflops -= tflops
+                gpu.available_vram -= vram
+            else:
+                gpu.assumed_tflops += tflops
+                gpu.assumed_vram += vram
+        gpu.clamp_available()
+
+    def _copy_facts(self, known: GPUState, fresh: GPUState) -> None:
+        old_tflops, old_vram = known.capacity_tflops, known.capacity_vram
+        for attr in (
+            "pool", "phase", "used_by", "vendor", "model", "uuid", "index", "numa_node",
+            "isolation_mode", "isolation_policy", "capabilities", "peers", "message",
+        ):  # fmt: skip
+            setattr(known, attr, getattr(fresh, attr))
+        known.capacity_tflops, known.capacity_vram = fresh.capacity_tflops, fresh.capacity_vram
+        if old_tflops == 0 or old_vram == 0:
+            self._recompute_available(known)
+        else:
+            known.available_tflops += known.capacity_tflops - old_tflops
+            known.available_vram += known.capacity_vram - old_vram
+            known.clamp_available()
+
+    def _detach(self, gpu: GPUState) -> None:
+        node = self.nodes.get(gpu.node)
+        if node is not None:
+            node.gpus = [g for g in node.gpus if g.name != gpu.name]
+
+    def _node_oversubscription(self, node: NodeState) -> Oversubscription | None:
+        for gpu in node.gpus:
+            settings = self.pools.get(gpu.pool)
+            if settings is not None and settings.oversubscription is not None:
+                return settings.oversubscription
+        return None
+
+
+def quota_usage_total(quota: NamespaceQuota) -> QuotaUsage:
+    """Committed plus assumed usage of a namespace."""
+    total = QuotaUsage()
+    total.add(quota.committed)
+    total.add(quota.assumed)
+    return total

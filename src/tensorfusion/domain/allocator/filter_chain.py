@@ -1,0 +1,462 @@
+"""The GPU filter chain and node stages of one request on one node (scheduling.md §4-§7).
+
+`evaluate_node` is the single implementation used by the fast scheduling path, by `filter`
+and by the explanation of `simulate-schedule`; `explain=True` only adds the reason texts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.gpu_state import GPUState
+from tensorfusion.domain.allocator.placement import (
+    PlacementWeights,
+    gpu_level_uses_available,
+    node_level_uses_available,
+    score_gpu,
+)
+from tensorfusion.domain.allocator.quota import (
+    charge_for,
+    check_single,
+    check_total,
+    quota_message,
+)
+from tensorfusion.domain.allocator.records import NodeState
+from tensorfusion.domain.quantities import format_bytes, format_milli
+from tensorfusion.domain.scheduling.topology import (
+    TopologyArgs,
+    TopologyGPU,
+    TopologyPlan,
+    plan_topology,
+    topology_rejection,
+)
+from tensorfusion.domain.vocabulary import (
+    GPUPhase,
+    IsolationMode,
+    IsolationPolicy,
+    PlacementMode,
+    TopologyMode,
+)
+
+__all__ = [
+    "GPU_STAGES",
+    "NODE_STAGES",
+    "GPUSchedulingArgs",
+    "NodeEvaluation",
+    "RequestContext",
+    "choose_gpus",
+    "evaluate_node",
+]
+
+GPU_STAGES: Final = (
+    "QuotaCheck",
+    "IsolationPolicy",
+    "PhaseFilter",
+    "GPUIndexFilter",
+    "GPUIsolationModeFilter",
+    "SharedWholeGPUFilter",
+    "GPUResourceFilter",
+    "QuotaPercentCheck",
+    "GPUModelFilter",
+    "GPUVendorFilter",
+    "SameNodeFilter",
+    "MaxWorkerPerNode",
+)
+NODE_STAGES: Final = (
+    "NodeNotInPool",
+    "InsufficientGPUs",
+    "HypervisorHealth",
+    "PodIndexBusy",
+    "VirtualCapacity",
+    "Topology",
+)
+(
+    QUOTA_CHECK,
+    ISOLATION_POLICY,
+    PHASE_FILTER,
+    GPU_INDEX,
+    ISOLATION_MODE,
+    SHARED_WHOLE,
+    RESOURCE,
+    QUOTA_PERCENT,
+    MODEL,
+    VENDOR,
+    SAME_NODE,
+    MAX_WORKER,
+) = range(12)
+PASSED: Final = len(GPU_STAGES)
+
+
+@dataclass(frozen=True, slots=True)
+class GPUSchedulingArgs:
+    """Arguments of the GPU plugins (GPUResourcesFit and GPUNetworkTopologyAware)."""
+
+    max_worker_per_node: int = 256
+    weights: PlacementWeights = PlacementWeights()
+    topology: TopologyArgs = TopologyArgs()
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything about one request that does not depend on the node."""
+
+    allocator: Allocator
+    request: AllocationRequest
+    args: GPUSchedulingArgs
+    placement_mode: PlacementMode
+    topology: TopologyArgs
+    quota_rejection: str | None
+    quota_checked: bool
+    percent_quota: bool
+    active: tuple[bool, ...]
+    indices: frozenset[int]
+
+    @classmethod
+    def build(
+        cls, allocator: Allocator, request: AllocationRequest, args: GPUSchedulingArgs
+    ) -> RequestContext:
+        """Resolve placement mode, topology overrides, active stages and the quota check."""
+        quota = allocator.quotas.get(request.namespace)
+        rejection: str | None = None
+        percent_quota = False
+        if quota is not None:
+            rejection = check_single(quota.spec, request) or check_total(
+                quota, charge_for(request, [0] * request.count)
+            )
+            uses_percent = bool(request.request.percent_milli or request.limit.percent_milli)
+            percent_quota = uses_percent and quota.spec.has_tflops_cap()
+        active = (
+            quota is not None,
+            True,
+            True,
+            bool(request.gpu_indices),
+            True,
+            request.isolation is IsolationMode.SHARED,
+            True,
+            percent_quota,
+            request.gpu_model is not None,
+            request.vendor is not None,
+            request.count > 1,
+            args.max_worker_per_node > 0,
+        )
+        return cls(
+            allocator=allocator,
+            request=request,
+            args=args,
+            placement_mode=allocator.pool(request.pool).placement_mode,
+            topology=args.topology.with_overrides(request.topology),
+            quota_rejection=rejection,
+            quota_checked=quota is not None,
+            percent_quota=percent_quota,
+            active=active,
+            indices=frozenset(request.gpu_indices),
+        )
+
+    def isolation_compatible(self, gpu: GPUState) -> str | None:
+        """Stage 1 (§5.2): None when compatible, else the reason."""
+        mode = self.request.isolation
+        policy = gpu.isolation_policy or self.allocator.isolation_policy
+        if self.allocator.isolation_policy is IsolationPolicy.STATIC:
+            if policy is not IsolationPolicy.STATIC:
+                return f"isolationPolicy is {policy.value}, controller policy is Static"
+            if mode is IsolationMode.SHARED or gpu.isolation_mode in ("", mode.value):
+                return None
+            return f"isolationMode is {gpu.isolation_mode}, request is {mode.value}"
+        if policy is not IsolationPolicy.DYNAMIC:
+            return f"isolationPolicy is {policy.value}, controller policy is Dynamic"
+        if mode is IsolationMode.PARTITIONED:
+            return "partitioned isolation is refused under the Dynamic policy"
+        if gpu.dynamic_isolation_conflict:
+            return "dynamicIsolationConflict is true"
+        if gpu.active_isolation_mode not in ("", mode.value):
+            return f"activeIsolationMode is {gpu.active_isolation_mode}, request is {mode.value}"
+        return None
+
+
+@dataclass(slots=True)
+class NodeEvaluation:
+    """One node's outcome: per-GPU failures, valid GPUs, node rejection and scores."""
+
+    node: str
+    pool_gpus: list[GPUState]
+    failures: dict[str, tuple[int, str]] = field(default_factory=dict)
+    valid: list[GPUState] = field(default_factory=list)
+    rejected_at: str | None = None
+    message: str | None = None
+    node_terms: dict[str, int] = field(default_factory=dict)
+    gpu_scores: dict[str, int] = field(default_factory=dict)
+    node_score: int = 0
+    topology: TopologyPlan | None = None
+    topology_evaluated: bool = False
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the node can take the pod."""
+        return self.rejected_at is None
+
+
+def _gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int, str]:
+    """First GPU stage (1..9) that removes the GPU, or PASSED."""
+    request = ctx.request
+    reason = ctx.isolation_compatible(gpu)
+    if reason is not None:
+        return ISOLATION_POLICY, reason
+    if not gpu.schedulable_owner:
+        return PHASE_FILTER, f"usedBy is {gpu.used_by}"
+    if gpu.phase is not GPUPhase.RUNNING:
+        return PHASE_FILTER, f"phase is {gpu.phase.value}"
+    if not gpu.has_capacity:
+        return PHASE_FILTER, "capacity is zero"
+    if ctx.indices and (gpu.index is None or gpu.index not in ctx.indices):
+        return GPU_INDEX, (
+            f"index {gpu.index} not in gpu-indices {sorted(ctx.indices)}" if explain else ""
+        )
+    mode = request.isolation
+    caps = gpu.capabilities
+    if caps is not None and not caps.supports(mode):
+        return ISOLATION_MODE, f"capabilities do not support {mode.value} isolation"
+    policy = gpu.isolation_policy or ctx.allocator.isolation_policy
+    if policy is IsolationPolicy.DYNAMIC:
+        if gpu.dynamic_isolation_conflict or gpu.active_isolation_mode not in ("", mode.value):
+            return ISOLATION_MODE, f"locked to {gpu.active_isolation_mode or 'conflicting'} mode"
+    elif mode is not IsolationMode.SHARED and gpu.isolation_mode not in ("", mode.value):
+        return ISOLATION_MODE, f"isolationMode is {gpu.isolation_mode}"
+    if mode is IsolationMode.SHARED and not gpu.is_idle():
+        return SHARED_WHOLE, "GPU is not idle" if explain else ""
+    if mode is not IsolationMode.SHARED and gpu.holders and gpu.held_whole():
+        return RESOURCE, "GPU is held whole by a shared pod"
+    need_tflops = request.request.tflops_on(gpu.capacity_tflops)
+    eff_tflops = gpu.available_tflops - gpu.assumed_tflops
+    if eff_tflops < need_tflops:
+        return RESOURCE, (
+            f"available tflops {format_milli(eff_tflops)} < request {format_milli(need_tflops)}"
+            if explain
+            else ""
+        )
+    need_vram = request.request.vram_bytes
+    eff_vram = gpu.available_vram - gpu.assumed_vram
+    if eff_vram < need_vram:
+        return RESOURCE, (
+            f"available vram {format_bytes(eff_vram)} < request {format_bytes(need_vram)}"
+            if explain
+            else ""
+        )
+    if ctx.percent_quota:
+        reason_text = _percent_quota_failure(ctx, gpu)
+        if reason_text is not None:
+            return QUOTA_PERCENT, reason_text
+    if request.gpu_model is not None and gpu.model != request.gpu_model:
+        return MODEL, f"gpuModel is {gpu.model}, request is {request.gpu_model}"
+    if request.vendor is not None and gpu.vendor != request.vendor:
+        return VENDOR, f"vendor is {gpu.vendor}, request is {request.vendor}"
+    return PASSED, ""
+
+
+def _percent_quota_failure(ctx: RequestContext, gpu: GPUState) -> str | None:
+    request = ctx.request
+    quota = ctx.allocator.quotas.get(request.namespace)
+    if quota is None:
+        return None
+    spec = quota.spec
+    capacity = gpu.capacity_tflops
+    for resource, value, cap in (
+        ("single.maxRequests.tflops", request.request.tflops_on(capacity),
+         spec.single_max_requests.tflops),
+        ("single.maxLimits.tflops", request.limit.tflops_on(capacity),
+         spec.single_max_limits.tflops),
+    ):  # fmt: skip
+        if cap and value > cap:
+            return quota_message(spec.namespace, resource, format_milli(value), format_milli(cap))
+    return check_total(quota, charge_for(request, [capacity] * request.count))
+
+
+def evaluate_node(
+    ctx: RequestContext,
+    node: NodeState,
+    explain: bool = False,
+    with_topology: bool = False,
+) -> NodeEvaluation:
+    """Run the GPU stages and node stages of §4 for one node, and score it (§7.3)."""
+    request = ctx.request
+    count = request.count
+    pool_gpus = [g for g in node.gpus if g.pool == request.pool]
+    ev = NodeEvaluation(node.name, pool_gpus)
+    failures = ev.failures
+    if ctx.quota_rejection is not None:
+        for gpu in pool_gpus:
+            failures[gpu.name] = (QUOTA_CHECK, ctx.quota_rejection)
+    else:
+        for gpu in pool_gpus:
+            stage, reason = _gpu_failure(ctx, gpu, explain)
+            if stage != PASSED:
+                failures[gpu.name] = (stage, reason)
+    survivors = [g for g in pool_gpus if g.name not in failures]
+    if count > 1 and 0 < len(survivors) < count:
+        text = f"node keeps {len(survivors)} of {count} required GPUs"
+        for gpu in survivors:
+            failures[gpu.name] = (SAME_NODE, text)
+        survivors = []
+    limit = ctx.args.max_worker_per_node
+    if survivors and limit > 0 and node.workers >= limit:
+        text = f"node has {node.workers} workers, maxWorkerPerNode is {limit}"
+        for gpu in survivors:
+            failures[gpu.name] = (MAX_WORKER, text)
+        survivors = []
+    ev.valid = survivors
+    if not pool_gpus:
+        ev.rejected_at, ev.message = "NodeNotInPool", f"no GPU of pool {request.pool} on node"
+    elif len(pool_gpus) < count:
+        ev.rejected_at = "InsufficientGPUs"
+        ev.message = f"node has {len(pool_gpus)} GPUs of pool {request.pool}, request is {count}"
+    elif len(survivors) < count:
+        _reject_at_gpu_stage(ev, count, explain)
+    else:
+        _node_stages(ctx, node, ev, explain)
+    if ev.rejected_at is None or explain:
+        _score(ctx, node, ev)
+    if ev.rejected_at is None and (with_topology or ctx.topology.mode is TopologyMode.HARD):
+        _topology(ctx, ev)
+        rejection = topology_rejection(ev.topology, ctx.topology)
+        if ctx.topology.mode is TopologyMode.HARD and rejection is not None:
+            ev.rejected_at, ev.message = "Topology", rejection
+    return ev
+
+
+def _reject_at_gpu_stage(ev: NodeEvaluation, count: int, explain: bool) -> None:
+    total = len(ev.pool_gpus)
+    removed_by_stage = [0] * len(GPU_STAGES)
+    for stage, _ in ev.failures.values():
+        removed_by_stage[stage] += 1
+    remaining = total
+    for stage, removed in enumerate(removed_by_stage):
+        remaining -= removed
+        if remaining < count:
+            ev.rejected_at = GPU_STAGES[stage]
+            if stage == QUOTA_CHECK:
+                ev.message = next(iter(ev.failures.values()))[1]
+            else:
+                ev.message = f"{remaining} of {count} required GPUs left after {GPU_STAGES[stage]}"
+            return
+
+
+def _node_stages(ctx: RequestContext, node: NodeState, ev: NodeEvaluation, explain: bool) -> None:
+    request = ctx.request
+    if node.hypervisor_index0 is not None and node.hypervisor_index0 <= 0:
+        ev.rejected_at = "HypervisorHealth"
+        ev.message = f"node agent is down: allocatable index_0 is {node.hypervisor_index0}"
+        return
+    index = request.pod_index
+    if index is not None:
+        holder = node.pending_indices.get(index)
+        if holder is not None and holder != request.pod_uid:
+            record = ctx.allocator.records.get(holder)
+            who = record.request.key if record is not None else holder
+            ev.rejected_at = "PodIndexBusy"
+            ev.message = f"index {index} is held by pending worker {who} on the node"
+            return
+    virtual = ctx.allocator.virtual_capacity(node)
+    if virtual is not None:
+        message = _virtual_capacity_failure(ctx, node, ev, virtual)
+        if message is not None:
+            ev.rejected_at, ev.message = "VirtualCapacity", message
+
+
+def _virtual_capacity_failure(
+    ctx: RequestContext, node: NodeState, ev: NodeEvaluation, virtual: tuple[int, int]
+) -> str | None:
+    request = ctx.request
+    if request.isolation is IsolationMode.SHARED:
+        best = sorted(ev.valid, key=lambda g: (-g.capacity_tflops, g.name))[: request.count]
+        tflops = sum(g.capacity_tflops for g in best)
+        vram = sum(g.capacity_vram for g in best)
+    else:
+        largest = max(g.capacity_tflops for g in ev.valid)
+        limit, req = request.limit, request.request
+        per_gpu = (
+            limit.tflops_on(largest)
+            if (limit.tflops_milli or limit.percent_milli)
+            else req.tflops_on(largest)
+        )
+        tflops = per_gpu * request.count
+        vram = (limit.vram_bytes or req.vram_bytes) * request.count
+    if node.limit_tflops + tflops > virtual[0]:
+        return (
+            f"limits tflops {format_milli(node.limit_tflops + tflops)} would exceed virtual "
+            f"capacity {format_milli(virtual[0])}"
+        )
+    if node.limit_vram + vram > virtual[1]:
+        return (
+            f"limits vram {format_bytes(node.limit_vram + vram)} would exceed virtual "
+            f"capacity {format_bytes(virtual[1])}"
+        )
+    return None
+
+
+def _score(ctx: RequestContext, node: NodeState, ev: NodeEvaluation) -> None:
+    weights = ctx.args.weights
+    node_avail = node_level_uses_available(ctx.placement_mode)
+    gpu_avail = gpu_level_uses_available(ctx.placement_mode)
+    total = 0
+    terms = ev.node_terms
+    for gpu in node.gpus:
+        if ctx.isolation_compatible(gpu) is not None:
+            continue
+        s = score_gpu(
+            gpu.available_tflops - gpu.assumed_tflops,
+            gpu.capacity_tflops,
+            gpu.available_vram - gpu.assumed_vram,
+            gpu.capacity_vram,
+            node_avail,
+            weights,
+        )
+        terms[gpu.name] = s // 4 if gpu.phase is GPUPhase.PENDING else s
+        total += terms[gpu.name]
+    ev.node_score = total // len(terms) if terms else 0
+    for gpu in ev.valid:
+        if gpu_avail == node_avail and gpu.name in terms:
+            # A valid GPU is Running, so its node term is its undivided score.
+            ev.gpu_scores[gpu.name] = terms[gpu.name]
+            continue
+        ev.gpu_scores[gpu.name] = score_gpu(
+            gpu.available_tflops - gpu.assumed_tflops,
+            gpu.capacity_tflops,
+            gpu.available_vram - gpu.assumed_vram,
+            gpu.capacity_vram,
+            gpu_avail,
+            weights,
+        )
+
+
+def _topology(ctx: RequestContext, ev: NodeEvaluation) -> None:
+    if ev.topology_evaluated:
+        return
+    ev.topology_evaluated = True
+    if not ev.valid:
+        return
+    candidates = [
+        TopologyGPU(
+            name=g.name,
+            uuid=g.uuid,
+            numa_node=g.numa_node,
+            peers=g.peers,
+            placement_score=ev.gpu_scores.get(g.name, 0),
+        )
+        for g in ev.valid
+    ]
+    ev.topology = plan_topology(candidates, ctx.request.count, ctx.topology)
+
+
+def choose_gpus(ctx: RequestContext, ev: NodeEvaluation) -> tuple[tuple[str, ...], str]:
+    """GPUs for the pod on a feasible node and how they were chosen (§7.4)."""
+    count = ctx.request.count
+    _topology(ctx, ev)
+    plan = ev.topology
+    if plan is not None and len(plan.gpus) == count:
+        return plan.gpus, "topology"
+    if count == len(ev.valid):
+        return tuple(g.name for g in ev.valid), "all-valid"
+    ranked = sorted(ev.valid, key=lambda g: (-ev.gpu_scores.get(g.name, 0), g.name))
+    return tuple(g.name for g in ranked[:count]), "score"

@@ -1,0 +1,131 @@
+"""The allocator's in-memory record of one GPU (scheduling.md §3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tensorfusion.domain.scheduling.topology import PeerLink
+from tensorfusion.domain.vocabulary import GPUPhase, IsolationMode, IsolationPolicy
+
+__all__ = ["GPUCapabilities", "GPUState", "RunningApp", "RunningPod"]
+
+TENSOR_FUSION_USER = "tensor-fusion"
+
+
+@dataclass(frozen=True, slots=True)
+class GPUCapabilities:
+    """The `virtualization-capabilities` annotation; None = annotation absent (all supported)."""
+
+    supports_soft: bool = True
+    supports_hard: bool = True
+    supports_partitioning: bool = True
+
+    def supports(self, mode: IsolationMode) -> bool:
+        """Whether the GPU can run pods of this isolation mode."""
+        if mode is IsolationMode.SOFT:
+            return self.supports_soft
+        if mode is IsolationMode.HARD:
+            return self.supports_hard
+        if mode is IsolationMode.PARTITIONED:
+            return self.supports_partitioning
+        return True
+
+
+@dataclass(slots=True)
+class RunningPod:
+    """One pod in a GPU's `runningApps[].pods`."""
+
+    name: str
+    namespace: str
+    uid: str
+    requests: dict[str, str]
+    limits: dict[str, str]
+    qos: str
+
+
+@dataclass(slots=True)
+class RunningApp:
+    """One workload's entry in a GPU's `runningApps`, keyed by (workload, namespace)."""
+
+    name: str
+    namespace: str
+    pods: dict[str, RunningPod] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        """Number of pods of the workload on the GPU."""
+        return len(self.pods)
+
+
+@dataclass(slots=True)
+class GPUState:
+    """A GPU as the allocator sees it: informer-copied facts plus the fields it owns.
+
+    Integer units: TFLOPs in milli, VRAM in bytes. `available_*` is capacity minus committed
+    requests; `assumed_*` the sum of assumed requests; effective = available − assumed.
+    """
+
+    name: str
+    node: str
+    pool: str
+    capacity_tflops: int
+    capacity_vram: int
+    phase: GPUPhase = GPUPhase.RUNNING
+    used_by: str = TENSOR_FUSION_USER
+    vendor: str = "NVIDIA"
+    model: str = ""
+    uuid: str = ""
+    index: int | None = None
+    numa_node: int = -1
+    isolation_mode: str = ""
+    isolation_policy: IsolationPolicy | None = None
+    capabilities: GPUCapabilities | None = None
+    peers: tuple[PeerLink, ...] = ()
+    message: str = ""
+    available_tflops: int = 0
+    available_vram: int = 0
+    assumed_tflops: int = 0
+    assumed_vram: int = 0
+    active_isolation_mode: str = ""
+    dynamic_isolation_conflict: bool = False
+    partitions: dict[str, str] = field(default_factory=dict)
+    running_apps: dict[tuple[str, str], RunningApp] = field(default_factory=dict)
+    holders: dict[str, IsolationMode] = field(default_factory=dict)
+
+    @property
+    def effective_tflops(self) -> int:
+        """Available TFLOPs (milli) after assumed requests."""
+        return self.available_tflops - self.assumed_tflops
+
+    @property
+    def effective_vram(self) -> int:
+        """Available VRAM (bytes) after assumed requests."""
+        return self.available_vram - self.assumed_vram
+
+    @property
+    def has_capacity(self) -> bool:
+        """False for nil or zero capacity: such GPUs are never candidates."""
+        return self.capacity_tflops > 0 and self.capacity_vram > 0
+
+    @property
+    def schedulable_owner(self) -> bool:
+        """`usedBy` is empty or tensor-fusion."""
+        return self.used_by in ("", TENSOR_FUSION_USER)
+
+    def is_idle(self) -> bool:
+        """No pod holds the GPU, nothing is charged on it and no partitions are allocated."""
+        return (
+            not self.holders
+            and self.effective_tflops == self.capacity_tflops
+            and self.effective_vram == self.capacity_vram
+            and not self.partitions
+        )
+
+    def held_whole(self) -> bool:
+        """Whether a shared (whole-card) allocation holds the GPU."""
+        return IsolationMode.SHARED in self.holders.values()
+
+    def clamp_available(self) -> None:
+        """Keep `available` within [0, capacity]."""
+        self.available_tflops = min(max(self.available_tflops, 0), self.capacity_tflops)
+        self.available_vram = min(max(self.available_vram, 0), self.capacity_vram)

@@ -1,0 +1,65 @@
+"""Virtual capacity of a node from the pool's oversubscription settings (scheduling.md §6)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.vocabulary import IsolationMode
+
+__all__ = ["Oversubscription", "effective_limit", "virtual_capacity"]
+
+
+@dataclass(frozen=True, slots=True)
+class Oversubscription:
+    """`capacityConfig.oversubscription` of a pool (percent values)."""
+
+    tflops_oversell_ratio: int = 500
+    vram_expand_to_host_mem: int = 50
+    vram_expand_to_host_disk: int = 70
+
+
+def virtual_capacity(
+    total_tflops: int,
+    total_vram: int,
+    ram_bytes: int,
+    disk_bytes: int,
+    settings: Oversubscription | None,
+) -> tuple[int, int]:
+    """(virtual TFLOPs in milli, virtual VRAM in bytes) of a node."""
+    if settings is None:
+        return total_tflops, total_vram
+    tflops = total_tflops * settings.tflops_oversell_ratio // 100
+    vram = (
+        total_vram
+        + disk_bytes * settings.vram_expand_to_host_disk // 100
+        + ram_bytes * settings.vram_expand_to_host_mem // 100
+    )
+    return tflops, vram
+
+
+def effective_limit(request: AllocationRequest, gpu_capacities: list[int]) -> tuple[int, int]:
+    """(TFLOPs milli, VRAM bytes) an allocation counts against virtual capacity.
+
+    Per GPU: the limit if non-zero, else the request, times count; a percent value is
+    converted with the first capacity given; a shared allocation counts its GPUs' capacities
+    (then `gpu_capacities` holds (tflops, vram) pairs flattened by the caller, see below).
+    """
+    first = gpu_capacities[0] if gpu_capacities else 0
+    limit, req = request.limit, request.request
+    if limit.tflops_milli or limit.percent_milli:
+        tflops = limit.tflops_on(first)
+    else:
+        tflops = req.tflops_on(first)
+    vram = limit.vram_bytes or req.vram_bytes
+    return tflops * request.count, vram * request.count
+
+
+def shared_effective_limit(capacities: list[tuple[int, int]]) -> tuple[int, int]:
+    """A shared allocation counts the sum of its GPUs' capacities."""
+    return sum(c[0] for c in capacities), sum(c[1] for c in capacities)
+
+
+def is_shared(request: AllocationRequest) -> bool:
+    """Whether the request takes whole cards."""
+    return request.isolation is IsolationMode.SHARED

@@ -1,0 +1,71 @@
+"""Placement scores of GPUs and nodes (scheduling.md §7.2-§7.4)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tensorfusion.domain.vocabulary import GPUPhase, PlacementMode
+
+__all__ = [
+    "PlacementWeights",
+    "gpu_level_uses_available",
+    "node_level_uses_available",
+    "node_score",
+    "normalised_score",
+    "score_gpu",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementWeights:
+    """GPUResourcesFit weights (not renormalised)."""
+
+    vram: float = 0.7
+    tflops: float = 0.3
+
+
+def normalised_score(vram_pct: float, tflops_pct: float, weights: PlacementWeights) -> int:
+    """`clamp(roundHalfAwayFromZero(v × vramWeight + t × tflopsWeight), 0, 100)`."""
+    raw = vram_pct * weights.vram + tflops_pct * weights.tflops
+    rounded = math.floor(abs(raw) + 0.5)
+    if raw < 0:
+        rounded = -rounded
+    return min(max(rounded, 0), 100)
+
+
+def score_gpu(
+    effective_tflops: int,
+    capacity_tflops: int,
+    effective_vram: int,
+    capacity_vram: int,
+    use_available: bool,
+    weights: PlacementWeights,
+) -> int:
+    """S(g) from a GPU's effective available and capacity; 0 for a zero-capacity GPU."""
+    if capacity_tflops <= 0 or capacity_vram <= 0:
+        return 0
+    avail_tflops = effective_tflops / capacity_tflops * 100
+    avail_vram = effective_vram / capacity_vram * 100
+    if use_available:
+        return normalised_score(avail_vram, avail_tflops, weights)
+    return normalised_score(100 - avail_vram, 100 - avail_tflops, weights)
+
+
+def node_level_uses_available(mode: PlacementMode) -> bool:
+    """Whether the node-level score of a mode ranks by available (emptiest first)."""
+    return mode is PlacementMode.LOW_LOAD_FIRST
+
+
+def gpu_level_uses_available(mode: PlacementMode) -> bool:
+    """Whether the GPU-level score of a mode ranks by available (emptiest first)."""
+    return mode is not PlacementMode.COMPACT_FIRST
+
+
+def node_score(terms: Sequence[tuple[int, GPUPhase]]) -> int:
+    """Node score from its GPUs' node-level scores; Pending GPUs count a quarter (§7.3)."""
+    if not terms:
+        return 0
+    total = sum(score // 4 if phase is GPUPhase.PENDING else score for score, phase in terms)
+    return total // len(terms)

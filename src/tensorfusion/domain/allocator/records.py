@@ -1,0 +1,75 @@
+"""Allocation records and per-node allocator state (scheduling.md §3, §12)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.allocator.gpu_state import GPUState
+from tensorfusion.domain.allocator.quota import QuotaUsage
+
+__all__ = ["AllocationRecord", "NodeState", "RecordState"]
+
+
+class RecordState(StrEnum):
+    """Whether an allocation was made by `filter` (assumed) or durably bound (committed)."""
+
+    ASSUMED = "assumed"
+    COMMITTED = "committed"
+
+
+@dataclass(slots=True)
+class AllocationRecord:
+    """One pod's GPUs and what they were charged."""
+
+    request: AllocationRequest
+    node: str
+    gpus: tuple[str, ...]
+    state: RecordState
+    since: float
+    expires_at: float | None
+    charged: tuple[tuple[int, int], ...]
+    quota: QuotaUsage
+    effective_limit: tuple[int, int]
+    pending: bool = True
+
+    @property
+    def uid(self) -> str:
+        """The pod UID that keys the record."""
+        return self.request.pod_uid
+
+
+@dataclass(slots=True)
+class NodeState:
+    """A node's GPUs, workers and host facts as the allocator tracks them."""
+
+    name: str
+    gpus: list[GPUState] = field(default_factory=list)
+    committed_workers: set[str] = field(default_factory=set)
+    assumed_workers: set[str] = field(default_factory=set)
+    pending_indices: dict[int, str] = field(default_factory=dict)
+    hypervisor_index0: int | None = None
+    ram_bytes: int = 0
+    disk_bytes: int = 0
+    limit_tflops: int = 0
+    limit_vram: int = 0
+
+    @property
+    def workers(self) -> int:
+        """Committed plus assumed worker pods."""
+        return len(self.committed_workers) + len(self.assumed_workers)
+
+    def total_capacity(self) -> tuple[int, int]:
+        """Sum of the capacities of the node's GPUs (TFLOPs milli, VRAM bytes)."""
+        return (
+            sum(g.capacity_tflops for g in self.gpus),
+            sum(g.capacity_vram for g in self.gpus),
+        )
+
+    def total_available(self) -> tuple[int, int]:
+        """Sum of the committed-available figures of the node's GPUs."""
+        return (
+            sum(g.available_tflops for g in self.gpus),
+            sum(g.available_vram for g in self.gpus),
+        )

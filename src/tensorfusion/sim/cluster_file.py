@@ -1,0 +1,177 @@
+"""The simulator's cluster file: nodes, GPUs, pools, quotas, hardware table, policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tensorfusion.domain.quantities import QuantityError, parse_quantity
+from tensorfusion.domain.vocabulary import GPUPhase, IsolationPolicy, PlacementMode
+from tensorfusion.sim.input_errors import InputError, describe_validation_error, read_yaml
+
+__all__ = ["ClusterFile", "GPUSpec", "HardwareModel", "NodeSpec", "PoolSpec", "load_cluster"]
+
+
+def _quantity(value: Any) -> str:
+    text = str(value)
+    try:
+        parse_quantity(text)
+    except QuantityError:
+        raise ValueError(f"not a quantity (example: 16Gi, 312, 1500m): {text!r}") from None
+    return text
+
+
+QuantityText = Annotated[str, Field(min_length=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class HardwareModel(_Strict):
+    """One row of the hardware table: model → fp16 TFLOPs and VRAM."""
+
+    model: str = Field(min_length=1)
+    vendor: str = "NVIDIA"
+    fp16_tflops: QuantityText = Field(alias="fp16TFlops")
+    vram: QuantityText
+
+    _check = field_validator("fp16_tflops", "vram", mode="before")(_quantity)
+
+
+class Oversubscription(_Strict):
+    """`capacityConfig.oversubscription` of a pool."""
+
+    tflops_oversell_ratio: int = Field(500, alias="tflopsOversellRatio", ge=100, le=100000)
+    vram_expand_to_host_mem: int = Field(50, alias="vramExpandToHostMem", ge=0, le=100)
+    vram_expand_to_host_disk: int = Field(70, alias="vramExpandToHostDisk", ge=0, le=100)
+
+
+class CapacityConfig(_Strict):
+    """The part of `capacityConfig` the simulator acts on."""
+
+    oversubscription: Oversubscription | None = None
+
+
+class PoolSpec(_Strict):
+    """A GPU pool of the virtual cluster."""
+
+    name: str = Field(min_length=1)
+    is_default: bool = Field(False, alias="isDefault")
+    placement_mode: PlacementMode = Field(
+        PlacementMode.NODE_COMPACT_GPU_LOW_LOAD, alias="placementMode"
+    )
+    capacity_config: CapacityConfig = Field(default_factory=CapacityConfig, alias="capacityConfig")
+    default_isolation_mode: Literal["shared", "soft", "hard", "partitioned"] = Field(
+        "soft", alias="defaultIsolationMode"
+    )
+    default_qos: Literal["low", "medium", "high", "critical"] | None = Field(
+        None, alias="defaultQoS"
+    )
+
+
+class GPUOverride(_Strict):
+    """Per-index facts of one GPU of a node (phase, usedBy, NUMA node)."""
+
+    index: int = Field(ge=0)
+    phase: GPUPhase | None = None
+    used_by: str | None = Field(None, alias="usedBy")
+    numa_node: int | None = Field(None, alias="numaNode", ge=-1)
+
+
+class GPUSpec(_Strict):
+    """The GPUs of a node: `count` cards of one model with NUMA and NVLink topology."""
+
+    model: str = Field(min_length=1)
+    count: int = Field(ge=1, le=128)
+    numa_nodes: int = Field(0, alias="numaNodes", ge=0, le=16)
+    nvlink: Literal["none", "all", "pairs", "numa"] = "none"
+    overrides: list[GPUOverride] = Field(default_factory=list)
+
+
+class Taint(_Strict):
+    """A Kubernetes node taint."""
+
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class NodeSpec(_Strict):
+    """One node, or `replicas` identical nodes named `<name>-<i>`."""
+
+    name: str = Field(min_length=1)
+    replicas: int = Field(1, ge=1, le=100000)
+    pool: str = Field(min_length=1)
+    cpu: QuantityText = "64"
+    memory: QuantityText = "512Gi"
+    pods: int = Field(110, ge=1)
+    ephemeral_storage: QuantityText = Field("1Ti", alias="ephemeralStorage")
+    host_ram: QuantityText | None = Field(None, alias="hostRAM")
+    data_disk: QuantityText = Field("0", alias="dataDisk")
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    unschedulable: bool = False
+    requested: dict[str, QuantityText] = Field(default_factory=dict)
+    gpus: GPUSpec
+    agent_ready: bool = Field(True, alias="agentReady")
+
+    _check = field_validator("cpu", "memory", "ephemeral_storage", "host_ram", "data_disk",
+                             mode="before")(_quantity)  # fmt: skip
+
+    @field_validator("requested", mode="before")
+    @classmethod
+    def _check_requested(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: _quantity(v) for k, v in value.items()}
+        return value
+
+
+class QuotaFile(_Strict):
+    """A namespace's GPUResourceQuota (spec of api.md §2.7)."""
+
+    namespace: str = Field(min_length=1)
+    name: str = "quota"
+    total: dict[str, Any] = Field(default_factory=dict)
+    single: dict[str, Any] = Field(default_factory=dict)
+
+
+class ClusterFile(_Strict):
+    """The whole virtual cluster."""
+
+    isolation_policy: IsolationPolicy = Field(IsolationPolicy.STATIC, alias="isolationPolicy")
+    hardware: list[HardwareModel] = Field(min_length=1)
+    pools: list[PoolSpec] = Field(min_length=1)
+    nodes: list[NodeSpec] = Field(min_length=1)
+    quotas: list[QuotaFile] = Field(default_factory=list)
+    scheduler_config: dict[str, Any] | None = Field(None, alias="schedulerConfig")
+
+    @model_validator(mode="after")
+    def _references(self) -> ClusterFile:
+        models = {h.model for h in self.hardware}
+        pools = {p.name for p in self.pools}
+        for i, node in enumerate(self.nodes):
+            if node.pool not in pools:
+                raise ValueError(
+                    f"nodes[{i}] ({node.name}).pool: invalid value {node.pool!r}: "
+                    f"no such pool (pools: {', '.join(sorted(pools))})"
+                )
+            if node.gpus.model not in models:
+                raise ValueError(
+                    f"nodes[{i}] ({node.name}).gpus.model: invalid value {node.gpus.model!r}: "
+                    f"not in the hardware table ({', '.join(sorted(models))})"
+                )
+        return self
+
+
+def load_cluster(path: Path) -> ClusterFile:
+    """Read and validate a cluster file; InputError names the file, field and value."""
+    data = read_yaml(path, "cluster file")
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: cluster file must be a mapping with nodes, pools and hardware")
+    try:
+        return ClusterFile.model_validate(data)
+    except ValidationError as exc:
+        raise describe_validation_error(path, "cluster", exc) from None

@@ -1,0 +1,145 @@
+"""The simulation report as plain data (the `--output` JSON and the source of the other views)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tensorfusion.domain.quantities import format_bytes, format_milli
+from tensorfusion.sim.engine import PodOutcome, SimulationResult
+from tensorfusion.sim.samples import Sample
+from tensorfusion.sim.virtual_cluster import VirtualCluster
+
+__all__ = ["build_report"]
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _busy(samples: list[Sample]) -> list[Sample]:
+    """Samples taken while something ran or waited (the idle tail does not dilute means)."""
+    return [s for s in samples if s.running or s.waiting] or samples
+
+
+def build_report(
+    result: SimulationResult,
+    cluster: VirtualCluster,
+    policy: dict[str, Any],
+    alerts: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Summarise a simulation: outcomes, waits, utilisation, fragmentation, pools, timeline."""
+    pods = result.pods
+    outcomes = Counter(p.outcome for p in pods)
+    placed = [p for p in pods if p.placed_at is not None]
+    waits = [p.placed_at - p.arrival for p in placed if p.placed_at is not None]
+    busy = _busy(result.samples)
+    rejected_reasons = Counter(p.message or "" for p in pods if p.outcome is PodOutcome.REJECTED)
+    pending = [p for p in pods if p.outcome is PodOutcome.WAITING]
+    allocator = cluster.allocator
+    pools = []
+    for name in sorted(cluster.pools):
+        gpus = [g for g in allocator.gpus.values() if g.pool == name]
+        nodes = [n for n in allocator.nodes.values() if n.gpus and n.gpus[0].pool == name]
+        virtual_tflops = virtual_vram = 0
+        for node in nodes:
+            v_tflops, v_vram, _, _ = allocator.node_virtual_figures(node)
+            virtual_tflops += v_tflops
+            virtual_vram += v_vram
+        settings = allocator.pool(name)
+        peak = max(
+            (p for s in result.samples for p in s.pools if p.pool == name),
+            key=lambda p: p.allocated_vram,
+            default=None,
+        )
+        pools.append({
+            "name": name,
+            "placementMode": settings.placement_mode.value,
+            "oversubscription": None if settings.oversubscription is None else {
+                "tflopsOversellRatio": settings.oversubscription.tflops_oversell_ratio,
+                "vramExpandToHostMem": settings.oversubscription.vram_expand_to_host_mem,
+                "vramExpandToHostDisk": settings.oversubscription.vram_expand_to_host_disk,
+            },
+            "nodes": len(nodes),
+            "gpus": len(gpus),
+            "physical": {
+                "tflops": format_milli(sum(g.capacity_tflops for g in gpus)),
+                "vram": format_bytes(sum(g.capacity_vram for g in gpus)),
+            },
+            "virtual": {"tflops": format_milli(virtual_tflops), "vram": format_bytes(virtual_vram)},
+            "peakAllocated": None if peak is None else {
+                "tflops": format_milli(peak.allocated_tflops),
+                "vram": format_bytes(peak.allocated_vram),
+                "limitsTflops": format_milli(peak.limits_tflops),
+                "limitsVram": format_bytes(peak.limits_vram),
+            },
+        })  # fmt: skip
+    return {
+        "policy": policy,
+        "cluster": {"nodes": len(allocator.nodes), "gpus": len(allocator.gpus)},
+        "summary": {
+            "pods": len(pods),
+            "placed": len(placed),
+            "completed": outcomes[PodOutcome.COMPLETED],
+            "running": outcomes[PodOutcome.RUNNING],
+            "pending": len(pending),
+            "rejected": outcomes[PodOutcome.REJECTED],
+            "placedAfterWaiting": sum(1 for w in waits if w > 0),
+            "meanWaitSeconds": round(_mean(waits), 3),
+            "p95WaitSeconds": round(_percentile(waits, 0.95), 3),
+            "simulatedSeconds": round(result.end_time, 3),
+            "decisions": result.decisions,
+            "decisionsPerSecond": round(result.decisions / result.decision_seconds)
+            if result.decision_seconds > 0
+            else None,
+        },
+        "utilisation": {
+            "meanVramAllocatedPercent": round(_mean([s.vram_allocated_percent for s in busy]), 2),
+            "peakVramAllocatedPercent": round(
+                max((s.vram_allocated_percent for s in result.samples), default=0.0), 2
+            ),
+            "meanTflopsAllocatedPercent": round(
+                _mean([s.tflops_allocated_percent for s in busy]), 2
+            ),
+            "meanGpusInUsePercent": round(
+                _mean([100 * s.gpus_in_use / s.gpus_total for s in busy if s.gpus_total]), 2
+            ),
+            "meanNodesInUsePercent": round(
+                _mean([100 * s.nodes_in_use / s.nodes_total for s in busy if s.nodes_total]), 2
+            ),
+        },
+        "fragmentation": {
+            "meanPercent": round(_mean([s.fragmentation_percent for s in busy]), 2),
+            "peakPercent": round(max((s.fragmentation_percent for s in busy), default=0.0), 2),
+            "definition": "share of free VRAM on partly allocated GPUs",
+        },
+        "pools": pools,
+        "rejected": [
+            {"reason": reason, "pods": count} for reason, count in rejected_reasons.most_common()
+        ],
+        "pending": [
+            {"pod": p.key, "attempts": p.attempts, "message": p.message} for p in pending
+        ],
+        "alerts": alerts or [],
+        "timeline": [
+            {
+                "t": s.t,
+                "running": s.running,
+                "waiting": s.waiting,
+                "vramAllocatedPercent": round(s.vram_allocated_percent, 2),
+                "tflopsAllocatedPercent": round(s.tflops_allocated_percent, 2),
+                "gpusInUse": s.gpus_in_use,
+                "nodesInUse": s.nodes_in_use,
+                "fragmentationPercent": round(s.fragmentation_percent, 2),
+            }
+            for s in result.samples
+        ],
+    }
