@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from tensorfusion.cli.alerts import app as alerts_app
+from tensorfusion.cli.crds import gen_crds
+from tensorfusion.cli.simulate import simulate, simulate_schedule_command
+
 app = typer.Typer(
     name="tensor-fusion",
     help="TensorFusion for Python: GPU pooling and fractional GPUs for Kubernetes.",
@@ -11,6 +15,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+app.command("simulate")(simulate)
+app.command("simulate-schedule")(simulate_schedule_command)
+app.command("gen-crds")(gen_crds)
+app.add_typer(alerts_app, name="alerts")
 
 
 def main() -> None:

@@ -25,7 +25,15 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     u = report["utilisation"]
     f = report["fragmentation"]
     policy = report["policy"]
-    console.print(_kv_table("Policy", [(k, v) for k, v in policy.items()]))
+    weights = policy["scoreWeights"]
+    rows: list[tuple[str, Any]] = [
+        ("isolation policy", policy["isolationPolicy"]),
+        ("score weights", ", ".join(f"{k} {v}" for k, v in weights.items())),
+    ]
+    for name, pool in policy["pools"].items():
+        rows.append((f"pool {name}", pool["placementMode"]))
+        rows.append(("  oversubscription", pool["oversubscription"] or "off"))
+    console.print(_kv_table("Policy", rows))
     console.print(
         _kv_table(
             "Outcome",
@@ -46,14 +54,16 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         _kv_table(
             "Utilisation (while pods ran or waited)",
             [
-                ("VRAM allocated, mean / peak",
-                 f"{u['meanVramAllocatedPercent']} % / {u['peakVramAllocatedPercent']} %"),
+                (
+                    "VRAM allocated, mean / peak",
+                    f"{u['meanVramAllocatedPercent']} % / {u['peakVramAllocatedPercent']} %",
+                ),
                 ("TFLOPs allocated, mean", f"{u['meanTflopsAllocatedPercent']} %"),
                 ("GPUs in use, mean", f"{u['meanGpusInUsePercent']} %"),
                 ("nodes in use, mean", f"{u['meanNodesInUsePercent']} %"),
                 ("fragmentation, mean / peak", f"{f['meanPercent']} % / {f['peakPercent']} %"),
             ],
-        )  # fmt: skip
+        )
     )
     pools = Table(title="Pools: physical versus virtual capacity", title_justify="left")
     for column in ("pool", "mode", "nodes", "GPUs", "TFLOPs phys / virt", "VRAM phys / virt",
@@ -90,14 +100,23 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         console.print(pending)
     alerts = report.get("alerts") or []
     if alerts:
-        table = Table(title="Alerts the trace would have fired", title_justify="left")
-        for column in ("alert", "state", "at", "summary"):
-            table.add_column(column)
-        for a in alerts[:30]:
-            table.add_row(
+        summary: dict[str, dict[str, Any]] = {}
+        for a in alerts:
+            row = summary.setdefault(
                 str(a.get("alertname", "")),
-                str(a.get("state", "")),
-                str(a.get("at", "")),
-                str(a.get("summary", "")),
+                {"severity": a.get("severity", ""), "fired": 0, "first": None, "instances": set()},
             )
+            if a.get("state") == "firing":
+                row["fired"] += 1
+                row["first"] = row["first"] or a.get("at")
+                row["instances"].add(a.get("instance", ""))
+        table = Table(title="Alerts the trace would have fired", title_justify="left")
+        for column in ("alert", "severity", "times fired", "instances", "first fired"):
+            table.add_column(column)
+        for name, row in sorted(summary.items()):
+            table.add_row(
+                name, str(row["severity"]), str(row["fired"]),
+                str(len(row["instances"])), str(row["first"] or "-"),
+            )  # fmt: skip
         console.print(table)
+        console.print("Every firing and resolution, with its text, is in the JSON report.")

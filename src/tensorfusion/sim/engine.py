@@ -11,7 +11,9 @@ from typing import Any
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
-from tensorfusion.domain.scheduling.decision import ScoreWeights, decide
+from tensorfusion.domain.scheduling.decision import decide, decide_indexed
+from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 from tensorfusion.sim.native_view import NativeCluster
 from tensorfusion.sim.pod_preparation import PodPreparer, PreparationError
 from tensorfusion.sim.samples import Sample, take_sample
@@ -94,6 +96,7 @@ class Simulation:
     _running: int = 0
     _pending_events: int = 0
     _samples: list[Sample] = field(default_factory=list)
+    _index: NodeScoreIndex | None = None
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> SimulationResult:
         """Run the whole trace; `progress(done, total)` is called as pods arrive."""
@@ -119,9 +122,20 @@ class Simulation:
                     progress(arrived, total)
             else:
                 self._depart(pod, now)
+        self._explain_waiting()
         return SimulationResult(
             self.pods, self._samples, self._decisions, self._decision_seconds, last_event
         )
+
+    def _explain_waiting(self) -> None:
+        """Per-stage reasons for the pods still waiting at the end (full evaluation)."""
+        allocator = self.cluster.allocator
+        for index in self._waiting:
+            pod = self.pods[index]
+            assert pod.request is not None
+            decision = decide(allocator, pod.request, self.native.view(pod.uid),
+                              self.native.node_names(), self.args, self.weights)  # fmt: skip
+            pod.message = decision.message
 
     # ---- trace -------------------------------------------------------------------------------
 
@@ -171,10 +185,11 @@ class Simulation:
         assert request is not None
         allocator = self.cluster.allocator
         view = self.native.view(pod.uid)
+        if self._index is None:
+            self._index = NodeScoreIndex(allocator, self.args.weights)
         started = time.perf_counter()
-        decision = decide(
-            allocator, request, view, self.native.node_names(), self.args, self.weights
-        )
+        decision = decide_indexed(self._index, request, view, self.args, self.weights,
+                                  reasons=False)  # fmt: skip
         if decision.node is not None:
             allocator.assume(request, decision.node, decision.gpus, now)
             allocator.commit(request.pod_uid, now)

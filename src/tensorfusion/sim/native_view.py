@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +16,7 @@ from tensorfusion.domain.scheduling.native import (
     PodResources,
     pod_resources,
 )
+from tensorfusion.domain.scheduling.native.resources import CPU, MEMORY
 
 __all__ = ["NativeCluster", "PodNativeView"]
 
@@ -22,6 +25,10 @@ def _resources_of_requests(requests: Mapping[str, str]) -> PodResources:
     """The PodResources of the non-TF pods a node file says are already bound."""
     pod = {"spec": {"containers": [{"name": "bound", "resources": {"requests": dict(requests)}}]}}
     return pod_resources(pod)
+
+
+def _allocatable(facts: NodeFacts, resource: str) -> int:
+    return facts.allocatable.cpu_milli if resource == CPU else facts.allocatable.memory
 
 
 @dataclass(slots=True)
@@ -42,6 +49,10 @@ class PodNativeView:
         facts = self.cluster.facts[node]
         return self.cluster.plugins.fit_score(self.requirements, facts, self.cluster.usage[node])
 
+    def fit_bound(self) -> int:
+        """An upper bound of `fit` over every node."""
+        return self.cluster.fit_bound(self.requirements)
+
 
 @dataclass(slots=True)
 class NativeCluster:
@@ -53,6 +64,9 @@ class NativeCluster:
     pods: dict[str, PodRequirements] = field(default_factory=dict)
     bound: dict[str, str] = field(default_factory=dict)
     _names: list[str] = field(default_factory=list)
+    _fullest: dict[str, list[tuple[float, int, str]]] = field(default_factory=dict)
+    _version: dict[str, int] = field(default_factory=dict)
+    _min_allocatable: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -71,7 +85,55 @@ class NativeCluster:
                 usage.add(_resources_of_requests(bound))
             cluster.usage[name] = usage
         cluster._names = sorted(node_objects)
+        for name in cluster._names:
+            cluster._track(name)
+        for resource in (CPU, MEMORY):
+            cluster._min_allocatable[resource] = min(
+                (_allocatable(f, resource) for f in cluster.facts.values()), default=0
+            )
         return cluster
+
+    def fit_bound(self, pod: PodRequirements) -> int:
+        """An upper bound of the pod's NodeResourcesFit score over all nodes.
+
+        Per scored resource, the utilisation on any node is at most the highest utilisation
+        of bound pods plus the pod's own request over the smallest allocatable.
+        """
+        scorer = self.plugins.scorer
+        bounds: dict[str, int] = {}
+        for resource in scorer.resources_scored(pod.resources):
+            smallest = self._min_allocatable.get(resource, 0)
+            if resource not in (CPU, MEMORY) or smallest <= 0:
+                bounds[resource] = 100
+                continue
+            own = (
+                pod.resources.non_zero_cpu_milli
+                if resource == CPU
+                else pod.resources.non_zero_memory
+            )
+            ratio = self._highest_ratio(resource) + own / smallest
+            bounds[resource] = min(100, math.ceil(ratio * 100 + 1e-9))
+        return scorer.score_bound(bounds)
+
+    def _highest_ratio(self, resource: str) -> float:
+        heap = self._fullest.get(resource)
+        while heap:
+            negative, version, node = heap[0]
+            if self._version[node] == version:
+                return -negative
+            heapq.heappop(heap)
+        return 0.0
+
+    def _track(self, node: str) -> None:
+        version = self._version.get(node, 0) + 1
+        self._version[node] = version
+        usage = self.usage[node]
+        facts = self.facts[node]
+        for resource, used in ((CPU, usage.non_zero_cpu_milli), (MEMORY, usage.non_zero_memory)):
+            allocatable = _allocatable(facts, resource)
+            if allocatable > 0:
+                heap = self._fullest.setdefault(resource, [])
+                heapq.heappush(heap, (-used / allocatable, version, node))
 
     def node_names(self) -> list[str]:
         """Every node, sorted by name."""
@@ -91,9 +153,11 @@ class NativeCluster:
         """Count the pod's requests on the node."""
         self.usage[node].add(self.pods[uid].resources)
         self.bound[uid] = node
+        self._track(node)
 
     def unbind(self, uid: str) -> None:
         """Forget the pod's requests on its node."""
         node = self.bound.pop(uid, None)
         if node is not None:
             self.usage[node].remove(self.pods[uid].resources)
+            self._track(node)

@@ -5,12 +5,19 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tensorfusion.domain.quantities import format_bytes, format_milli
 from tensorfusion.sim.engine import PodOutcome, SimulationResult
 from tensorfusion.sim.samples import Sample
 from tensorfusion.sim.virtual_cluster import VirtualCluster
 
 __all__ = ["build_report"]
+
+
+def _tflops(milli: int) -> str:
+    return f"{milli / 1000:.1f}".removesuffix(".0")
+
+
+def _vram(count: int) -> str:
+    return f"{count / 2**30:.1f}".removesuffix(".0") + "Gi"
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -71,15 +78,15 @@ def build_report(
             "nodes": len(nodes),
             "gpus": len(gpus),
             "physical": {
-                "tflops": format_milli(sum(g.capacity_tflops for g in gpus)),
-                "vram": format_bytes(sum(g.capacity_vram for g in gpus)),
+                "tflops": _tflops(sum(g.capacity_tflops for g in gpus)),
+                "vram": _vram(sum(g.capacity_vram for g in gpus)),
             },
-            "virtual": {"tflops": format_milli(virtual_tflops), "vram": format_bytes(virtual_vram)},
+            "virtual": {"tflops": _tflops(virtual_tflops), "vram": _vram(virtual_vram)},
             "peakAllocated": None if peak is None else {
-                "tflops": format_milli(peak.allocated_tflops),
-                "vram": format_bytes(peak.allocated_vram),
-                "limitsTflops": format_milli(peak.limits_tflops),
-                "limitsVram": format_bytes(peak.limits_vram),
+                "tflops": _tflops(peak.allocated_tflops),
+                "vram": _vram(peak.allocated_vram),
+                "limitsTflops": _tflops(peak.limits_tflops),
+                "limitsVram": _vram(peak.limits_vram),
             },
         })  # fmt: skip
     return {
@@ -125,9 +132,7 @@ def build_report(
         "rejected": [
             {"reason": reason, "pods": count} for reason, count in rejected_reasons.most_common()
         ],
-        "pending": [
-            {"pod": p.key, "attempts": p.attempts, "message": p.message} for p in pending
-        ],
+        "pending": [{"pod": p.key, "attempts": p.attempts, "message": p.message} for p in pending],
         "alerts": alerts or [],
         "timeline": [
             {

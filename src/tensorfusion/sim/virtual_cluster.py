@@ -63,7 +63,9 @@ def _pool_settings(pool: PoolSpec, overrides: PolicyOverrides) -> PoolSettings:
     return PoolSettings(pool.name, mode, settings)
 
 
-def quota_spec(namespace: str, name: str, total: dict[str, Any], single: dict[str, Any]) -> QuotaSpec:
+def quota_spec(
+    namespace: str, name: str, total: dict[str, Any], single: dict[str, Any]
+) -> QuotaSpec:
     """A QuotaSpec from the `total` and `single` maps of a GPUResourceQuota spec."""
 
     def caps(section: dict[str, Any], key: str) -> QuotaCaps:

@@ -27,13 +27,11 @@ def parse_seconds(value: Any) -> float:
     match = _DURATION.match(text)
     if not text or match is None or not any(match.groups()):
         raise ValueError(f"not a duration (examples: 90, 30s, 5m, 1h30m): {value!r}")
-    return (
-        int(match["h"] or 0) * 3600 + int(match["m"] or 0) * 60 + float(match["s"] or 0)
-    )
+    return int(match["h"] or 0) * 3600 + int(match["m"] or 0) * 60 + float(match["s"] or 0)
 
 
 class TraceEntry(BaseModel):
-    """`replicas` copies of a pod arriving `interval` apart from `arrival`, each living `duration`."""
+    """`replicas` copies of a pod, `interval` apart from `arrival`, each running `duration`."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -44,9 +42,10 @@ class TraceEntry(BaseModel):
     replicas: int = Field(1, ge=1, le=100000)
     pod: dict[str, Any]
 
-    _seconds = field_validator("arrival", "interval", "duration", mode="before")(
-        classmethod(lambda cls, v: parse_seconds(v))
-    )
+    @field_validator("arrival", "interval", "duration", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any) -> float:
+        return parse_seconds(value)
 
     @field_validator("pod")
     @classmethod

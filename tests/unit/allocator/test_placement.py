@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from builders import allocator_with, gpu, request, tflops, vram
-
 from tensorfusion.domain.allocator.filter_chain import (
     GPUSchedulingArgs,
     RequestContext,
@@ -17,6 +15,8 @@ from tensorfusion.domain.allocator.placement import (
     score_gpu,
 )
 from tensorfusion.domain.vocabulary import GPUPhase
+
+from .builders import allocator_with, gpu, request, tflops, vram
 
 
 def test_norm_rounds_half_away_from_zero_and_clamps() -> None:

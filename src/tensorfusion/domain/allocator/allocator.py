@@ -138,9 +138,7 @@ class Allocator:
         if settings is None:
             return None
         total_tflops, total_vram = node.total_capacity()
-        return virtual_capacity(
-            total_tflops, total_vram, node.ram_bytes, node.disk_bytes, settings
-        )
+        return virtual_capacity(total_tflops, total_vram, node.ram_bytes, node.disk_bytes, settings)
 
     def node_virtual_figures(self, node: NodeState) -> tuple[int, int, int, int]:
         """(virtual TFLOPs, virtual VRAM, virtual available TFLOPs, virtual available VRAM)."""
@@ -179,15 +177,32 @@ class Allocator:
             raise AllocationError(f"no allocation for pod UID {uid}")
         if record.state is RecordState.COMMITTED:
             return record
-        self._apply(record, sign=-1)
+        request = record.request
+        for name, (tflops, vram) in zip(record.gpus, record.charged, strict=True):
+            gpu = self.gpus.get(name)
+            if gpu is None:
+                continue
+            gpu.assumed_tflops -= tflops
+            gpu.assumed_vram -= vram
+            gpu.available_tflops -= tflops
+            gpu.available_vram -= vram
+            self._update_running_apps(gpu, request, 1)
+            self.dirty_gpus.add(name)
+        node = self.node(record.node)
+        node.assumed_workers.discard(uid)
+        node.committed_workers.add(uid)
+        quota = self.quotas.get(request.namespace)
+        if quota is not None:
+            quota.assumed.add(record.quota, -1)
+            quota.committed.add(record.quota)
         record.state = RecordState.COMMITTED
         record.since = now
         record.expires_at = None
-        self._apply(record, sign=1)
         return record
 
-    def restore(self, request: AllocationRequest, node_name: str, gpu_names: Iterable[str],
-                now: float) -> AllocationRecord | None:
+    def restore(
+        self, request: AllocationRequest, node_name: str, gpu_names: Iterable[str], now: float
+    ) -> AllocationRecord | None:
         """Rebuild a committed record from a bound pod's `gpu-ids`; unknown GPUs are skipped."""
         names = tuple(n for n in gpu_names if n in self.gpus)
         if not names:
@@ -311,14 +326,7 @@ class Allocator:
             app = gpu.running_apps.get(key)
             if app is None:
                 app = gpu.running_apps[key] = RunningApp(request.workload, request.namespace)
-            app.pods[request.pod_uid] = RunningPod(
-                name=request.pod_name,
-                namespace=request.namespace,
-                uid=request.pod_uid,
-                requests=request.request.to_json(),
-                limits=request.limit.to_json(),
-                qos=request.qos.value,
-            )
+            app.pods[request.pod_uid] = RunningPod(request)
             return
         app = gpu.running_apps.get(key)
         if app is not None:

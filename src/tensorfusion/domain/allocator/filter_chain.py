@@ -11,7 +11,7 @@ from typing import Final
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.gpu_state import GPUState
+from tensorfusion.domain.allocator.gpu_state import TENSOR_FUSION_USER, GPUState
 from tensorfusion.domain.allocator.placement import (
     PlacementWeights,
     gpu_level_uses_available,
@@ -95,8 +95,8 @@ class GPUSchedulingArgs:
     """Arguments of the GPU plugins (GPUResourcesFit and GPUNetworkTopologyAware)."""
 
     max_worker_per_node: int = 256
-    weights: PlacementWeights = PlacementWeights()
-    topology: TopologyArgs = TopologyArgs()
+    weights: PlacementWeights = field(default_factory=PlacementWeights)
+    topology: TopologyArgs = field(default_factory=TopologyArgs)
 
 
 @dataclass(slots=True)
@@ -113,6 +113,7 @@ class RequestContext:
     percent_quota: bool
     active: tuple[bool, ...]
     indices: frozenset[int]
+    isolation_memo: dict[tuple[object, ...], tuple[int, str] | None] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -157,22 +158,61 @@ class RequestContext:
 
     def isolation_compatible(self, gpu: GPUState) -> str | None:
         """Stage 1 (§5.2): None when compatible, else the reason."""
+        failure = self.isolation_failure(gpu)
+        return failure[1] if failure is not None and failure[0] == ISOLATION_POLICY else None
+
+    def isolation_failure(self, gpu: GPUState) -> tuple[int, str] | None:
+        """Stages 1 and 4 for a GPU's isolation state, memoised per distinct state."""
+        key = (
+            gpu.isolation_policy,
+            gpu.isolation_mode,
+            gpu.active_isolation_mode,
+            gpu.dynamic_isolation_conflict,
+            gpu.capabilities,
+        )
+        memo = self.isolation_memo
+        if key in memo:
+            return memo[key]
+        reason = self._policy_failure(gpu)
+        result: tuple[int, str] | None
+        if reason is not None:
+            result = (ISOLATION_POLICY, reason)
+        else:
+            mode_reason = self._mode_failure(gpu)
+            result = None if mode_reason is None else (ISOLATION_MODE, mode_reason)
+        memo[key] = result
+        return result
+
+    def _policy_failure(self, gpu: GPUState) -> str | None:
         mode = self.request.isolation
         policy = gpu.isolation_policy or self.allocator.isolation_policy
         if self.allocator.isolation_policy is IsolationPolicy.STATIC:
             if policy is not IsolationPolicy.STATIC:
-                return f"isolationPolicy is {policy.value}, controller policy is Static"
-            if mode is IsolationMode.SHARED or gpu.isolation_mode in ("", mode.value):
+                return f"isolationPolicy is {policy}, controller policy is Static"
+            if mode is IsolationMode.SHARED or gpu.isolation_mode in ("", mode):
                 return None
-            return f"isolationMode is {gpu.isolation_mode}, request is {mode.value}"
+            return f"isolationMode is {gpu.isolation_mode}, request is {mode}"
         if policy is not IsolationPolicy.DYNAMIC:
-            return f"isolationPolicy is {policy.value}, controller policy is Dynamic"
+            return f"isolationPolicy is {policy}, controller policy is Dynamic"
         if mode is IsolationMode.PARTITIONED:
             return "partitioned isolation is refused under the Dynamic policy"
         if gpu.dynamic_isolation_conflict:
             return "dynamicIsolationConflict is true"
-        if gpu.active_isolation_mode not in ("", mode.value):
-            return f"activeIsolationMode is {gpu.active_isolation_mode}, request is {mode.value}"
+        if gpu.active_isolation_mode not in ("", mode):
+            return f"activeIsolationMode is {gpu.active_isolation_mode}, request is {mode}"
+        return None
+
+    def _mode_failure(self, gpu: GPUState) -> str | None:
+        mode = self.request.isolation
+        caps = gpu.capabilities
+        if caps is not None and not caps.supports(mode):
+            return f"capabilities do not support {mode} isolation"
+        policy = gpu.isolation_policy or self.allocator.isolation_policy
+        if policy is IsolationPolicy.DYNAMIC:
+            if gpu.dynamic_isolation_conflict or gpu.active_isolation_mode not in ("", mode):
+                return f"locked to {gpu.active_isolation_mode or 'conflicting'} mode"
+        elif mode is not IsolationMode.SHARED and gpu.isolation_mode not in ("", mode):
+            return f"isolationMode is {gpu.isolation_mode}"
         return None
 
 
@@ -201,34 +241,31 @@ class NodeEvaluation:
 def _gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int, str]:
     """First GPU stage (1..9) that removes the GPU, or PASSED."""
     request = ctx.request
-    reason = ctx.isolation_compatible(gpu)
-    if reason is not None:
-        return ISOLATION_POLICY, reason
-    if not gpu.schedulable_owner:
+    isolation = ctx.isolation_failure(gpu)
+    if isolation is not None and isolation[0] == ISOLATION_POLICY:
+        return isolation
+    if gpu.used_by not in ("", TENSOR_FUSION_USER):
         return PHASE_FILTER, f"usedBy is {gpu.used_by}"
     if gpu.phase is not GPUPhase.RUNNING:
-        return PHASE_FILTER, f"phase is {gpu.phase.value}"
-    if not gpu.has_capacity:
+        return PHASE_FILTER, f"phase is {gpu.phase}"
+    if gpu.capacity_tflops <= 0 or gpu.capacity_vram <= 0:
         return PHASE_FILTER, "capacity is zero"
     if ctx.indices and (gpu.index is None or gpu.index not in ctx.indices):
         return GPU_INDEX, (
             f"index {gpu.index} not in gpu-indices {sorted(ctx.indices)}" if explain else ""
         )
+    if isolation is not None:
+        return isolation
     mode = request.isolation
-    caps = gpu.capabilities
-    if caps is not None and not caps.supports(mode):
-        return ISOLATION_MODE, f"capabilities do not support {mode.value} isolation"
-    policy = gpu.isolation_policy or ctx.allocator.isolation_policy
-    if policy is IsolationPolicy.DYNAMIC:
-        if gpu.dynamic_isolation_conflict or gpu.active_isolation_mode not in ("", mode.value):
-            return ISOLATION_MODE, f"locked to {gpu.active_isolation_mode or 'conflicting'} mode"
-    elif mode is not IsolationMode.SHARED and gpu.isolation_mode not in ("", mode.value):
-        return ISOLATION_MODE, f"isolationMode is {gpu.isolation_mode}"
-    if mode is IsolationMode.SHARED and not gpu.is_idle():
-        return SHARED_WHOLE, "GPU is not idle" if explain else ""
-    if mode is not IsolationMode.SHARED and gpu.holders and gpu.held_whole():
+    if mode is IsolationMode.SHARED:
+        if not gpu.is_idle():
+            return SHARED_WHOLE, "GPU is not idle"
+    elif gpu.holders and gpu.held_whole():
         return RESOURCE, "GPU is held whole by a shared pod"
-    need_tflops = request.request.tflops_on(gpu.capacity_tflops)
+    need = request.request
+    need_tflops = (
+        need.tflops_milli if not need.percent_milli else need.tflops_on(gpu.capacity_tflops)
+    )
     eff_tflops = gpu.available_tflops - gpu.assumed_tflops
     if eff_tflops < need_tflops:
         return RESOURCE, (
@@ -236,11 +273,10 @@ def _gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int
             if explain
             else ""
         )
-    need_vram = request.request.vram_bytes
     eff_vram = gpu.available_vram - gpu.assumed_vram
-    if eff_vram < need_vram:
+    if eff_vram < need.vram_bytes:
         return RESOURCE, (
-            f"available vram {format_bytes(eff_vram)} < request {format_bytes(need_vram)}"
+            f"available vram {format_bytes(eff_vram)} < request {format_bytes(need.vram_bytes)}"
             if explain
             else ""
         )
@@ -278,8 +314,13 @@ def evaluate_node(
     node: NodeState,
     explain: bool = False,
     with_topology: bool = False,
+    node_score: int | None = None,
 ) -> NodeEvaluation:
-    """Run the GPU stages and node stages of §4 for one node, and score it (§7.3)."""
+    """Run the GPU stages and node stages of §4 for one node, and score it (§7.3).
+
+    `node_score`, when the caller already knows it exactly, spares recomputing it; GPU-level
+    scores are computed on demand (`gpu_scores`), except with `explain`.
+    """
     request = ctx.request
     count = request.count
     pool_gpus = [g for g in node.gpus if g.pool == request.pool]
@@ -315,8 +356,12 @@ def evaluate_node(
         _reject_at_gpu_stage(ev, count, explain)
     else:
         _node_stages(ctx, node, ev, explain)
-    if ev.rejected_at is None or explain:
+    if explain or (ev.rejected_at is None and node_score is None):
         _score(ctx, node, ev)
+    elif ev.rejected_at is None and node_score is not None:
+        ev.node_score = node_score
+    if explain:
+        gpu_scores(ctx, ev)
     if ev.rejected_at is None and (with_topology or ctx.topology.mode is TopologyMode.HARD):
         _topology(ctx, ev)
         rejection = topology_rejection(ev.topology, ctx.topology)
@@ -398,7 +443,6 @@ def _virtual_capacity_failure(
 def _score(ctx: RequestContext, node: NodeState, ev: NodeEvaluation) -> None:
     weights = ctx.args.weights
     node_avail = node_level_uses_available(ctx.placement_mode)
-    gpu_avail = gpu_level_uses_available(ctx.placement_mode)
     total = 0
     terms = ev.node_terms
     for gpu in node.gpus:
@@ -415,19 +459,24 @@ def _score(ctx: RequestContext, node: NodeState, ev: NodeEvaluation) -> None:
         terms[gpu.name] = s // 4 if gpu.phase is GPUPhase.PENDING else s
         total += terms[gpu.name]
     ev.node_score = total // len(terms) if terms else 0
+
+
+def gpu_scores(ctx: RequestContext, ev: NodeEvaluation) -> dict[str, int]:
+    """S(g, gpu) of the node's valid GPUs (computed once per evaluation)."""
+    if ev.gpu_scores or not ev.valid:
+        return ev.gpu_scores
+    weights = ctx.args.weights
+    use_available = gpu_level_uses_available(ctx.placement_mode)
     for gpu in ev.valid:
-        if gpu_avail == node_avail and gpu.name in terms:
-            # A valid GPU is Running, so its node term is its undivided score.
-            ev.gpu_scores[gpu.name] = terms[gpu.name]
-            continue
         ev.gpu_scores[gpu.name] = score_gpu(
             gpu.available_tflops - gpu.assumed_tflops,
             gpu.capacity_tflops,
             gpu.available_vram - gpu.assumed_vram,
             gpu.capacity_vram,
-            gpu_avail,
+            use_available,
             weights,
         )
+    return ev.gpu_scores
 
 
 def _topology(ctx: RequestContext, ev: NodeEvaluation) -> None:
@@ -436,13 +485,14 @@ def _topology(ctx: RequestContext, ev: NodeEvaluation) -> None:
     ev.topology_evaluated = True
     if not ev.valid:
         return
+    scores = gpu_scores(ctx, ev)
     candidates = [
         TopologyGPU(
             name=g.name,
             uuid=g.uuid,
             numa_node=g.numa_node,
             peers=g.peers,
-            placement_score=ev.gpu_scores.get(g.name, 0),
+            placement_score=scores[g.name],
         )
         for g in ev.valid
     ]
@@ -458,5 +508,6 @@ def choose_gpus(ctx: RequestContext, ev: NodeEvaluation) -> tuple[tuple[str, ...
         return plan.gpus, "topology"
     if count == len(ev.valid):
         return tuple(g.name for g in ev.valid), "all-valid"
-    ranked = sorted(ev.valid, key=lambda g: (-ev.gpu_scores.get(g.name, 0), g.name))
+    scores = gpu_scores(ctx, ev)
+    ranked = sorted(ev.valid, key=lambda g: (-scores[g.name], g.name))
     return tuple(g.name for g in ranked[:count]), "score"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.scheduling.topology import PeerLink
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationMode, IsolationPolicy
 
@@ -31,16 +32,23 @@ class GPUCapabilities:
         return True
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RunningPod:
     """One pod in a GPU's `runningApps[].pods`."""
 
-    name: str
-    namespace: str
-    uid: str
-    requests: dict[str, str]
-    limits: dict[str, str]
-    qos: str
+    request: AllocationRequest
+
+    def to_json(self) -> dict[str, object]:
+        """The `runningApps[].pods[]` entry of GPU status."""
+        r = self.request
+        return {
+            "name": r.pod_name,
+            "namespace": r.namespace,
+            "uid": r.pod_uid,
+            "requests": r.request.to_json(),
+            "limits": r.limit.to_json(),
+            "qos": r.qos.value,
+        }
 
 
 @dataclass(slots=True)

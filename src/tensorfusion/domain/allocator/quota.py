@@ -92,7 +92,11 @@ def check_single(spec: QuotaSpec, request: AllocationRequest) -> str | None:
     """Per-pod caps on absolute values and GPU count; None when they hold."""
     ns = spec.namespace
     pairs = (
-        ("single.maxRequests.tflops", request.request.tflops_milli, spec.single_max_requests.tflops),
+        (
+            "single.maxRequests.tflops",
+            request.request.tflops_milli,
+            spec.single_max_requests.tflops,
+        ),
         ("single.maxLimits.tflops", request.limit.tflops_milli, spec.single_max_limits.tflops),
     )
     for resource, value, cap in pairs:

@@ -7,8 +7,9 @@ Both share `evaluate_node`, so an explanation always agrees with the decision.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,8 +24,10 @@ from tensorfusion.domain.allocator.filter_chain import (
     choose_gpus,
     evaluate_node,
 )
+from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 
-__all__ = ["Decision", "NativeView", "ScoreWeights", "decide", "explain"]
+__all__ = ["Decision", "NativeView", "ScoreWeights", "decide", "decide_indexed", "explain"]
 
 
 class NativeView(Protocol):
@@ -36,13 +39,8 @@ class NativeView(Protocol):
     def fit(self, node: str) -> int:
         """NodeResourcesFit score 0..100 of the pod on the node."""
 
-
-@dataclass(frozen=True, slots=True)
-class ScoreWeights:
-    """Score weights of NodeResourcesFit and GPUResourcesFit in the profile (§7.6)."""
-
-    fit: int = 1
-    gpu: int = 1
+    def fit_bound(self) -> int:
+        """An upper bound of `fit` over every node (100 when nothing better is known)."""
 
 
 @dataclass(slots=True)
@@ -110,7 +108,11 @@ def decide(
             rejected[ev.rejected_at] += 1
             continue
         fit = native.fit(name)
-        key = (weights.fit * fit + weights.gpu * ev.node_score, ev.node_score, name)
+        key = (
+            weights.node_resources_fit * fit + weights.gpu_resources_fit * ev.node_score,
+            ev.node_score,
+            name,
+        )
         if _better(key, best):
             best, best_ev, best_fit = key, ev, fit
     if best is None or best_ev is None:
@@ -118,6 +120,113 @@ def decide(
                         evaluated)  # fmt: skip
     gpus, selection = choose_gpus(ctx, best_ev)
     return Decision(best[2], gpus, selection, None, best_ev, best[0], best_fit, evaluated)
+
+
+def decide_indexed(
+    index: NodeScoreIndex,
+    request: AllocationRequest,
+    native: NativeView,
+    args: GPUSchedulingArgs,
+    weights: ScoreWeights,
+    allowed: Container[str] | None = None,
+    reasons: bool = True,
+) -> Decision:
+    """`decide` over the pool's nodes (or those in `allowed`), walking them by score bound.
+
+    Chooses exactly what `decide` chooses: a node is skipped only when its bound, with the
+    best possible fit, cannot reach the best combined score found so far. With
+    `reasons=False` an unschedulable pod gets no per-stage message (saving a full scan).
+    """
+    index.sync()
+    allocator = index.allocator
+    ctx = RequestContext.build(allocator, request, args)
+    if ctx.quota_rejection is not None:
+        if not reasons:
+            return Decision(None, (), None, ctx.quota_rejection)
+        return _full_scan(allocator, request, native, allowed, args, weights)
+    fit_bound = native.fit_bound()
+    nodes = allocator.nodes
+    count = request.count
+    pool = request.pool
+    need_vram = request.request.vram_bytes
+    wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
+    # Best-first search over candidates keyed (−combined, −node score, name). A key starts
+    # optimistic (fit bound, score bound) and is made exact step by step when the candidate
+    # reaches the top: first the native filters and fit, then the GPU chain (and the node score
+    # where the index only knows a bound). A candidate is chosen once its key is exact and no
+    # unvisited bucket can beat it.
+    heap: list[tuple[int, int, str, int, int]] = []
+    buckets = index.ordered(pool, count, need_vram)
+    upcoming = next(buckets, None)
+    evaluated = 0
+    entries = index.entries(pool)
+    exact = index.exact_nodes(pool)
+    while True:
+        if heap and (
+            upcoming is None or _beats_bucket(heap[0], upcoming[0], wgpu, wfit, fit_bound)
+        ):
+            negative, negative_score, name, step, fit = heapq.heappop(heap)
+            if step == _OPTIMISTIC:
+                if native.rejection(name) is not None:
+                    continue
+                fit = native.fit(name)
+                step = _FIT_KNOWN
+                heapq.heappush(
+                    heap, (-(wfit * fit - wgpu * negative_score), negative_score, name, step, fit)
+                )
+                continue
+            evaluated += 1
+            exact_score = -negative_score if step == _FIT_KNOWN and name in exact else None
+            ev = evaluate_node(ctx, nodes[name], node_score=exact_score)
+            if ev.rejected_at is not None:
+                continue
+            if exact_score is None and step != _EXACT:
+                combined = wfit * fit + wgpu * ev.node_score
+                heapq.heappush(heap, (-combined, -ev.node_score, name, _EXACT, fit))
+                continue
+            gpus, selection = choose_gpus(ctx, ev)
+            return Decision(name, gpus, selection, None, ev, -negative, fit, evaluated)
+        if upcoming is None:
+            break
+        bound, names = upcoming
+        upcoming = next(buckets, None)
+        optimistic = -(wfit * fit_bound + wgpu * bound)
+        for name in names:
+            if allowed is not None and name not in allowed:
+                continue
+            free = entries[name].free
+            if len(free) < count or free[count - 1] < need_vram:
+                continue
+            heapq.heappush(heap, (optimistic, -bound, name, _OPTIMISTIC, 0))
+    if not reasons:
+        return Decision(None, (), None, None, evaluated_nodes=evaluated)
+    return _full_scan(allocator, request, native, allowed, args, weights)
+
+
+_OPTIMISTIC, _FIT_KNOWN, _EXACT = 0, 1, 2
+
+
+def _beats_bucket(
+    top: tuple[int, int, str, int, int], bound: int, wgpu: int, wfit: int, fit_bound: int
+) -> bool:
+    """Whether the best candidate surely outranks every node of buckets at or below `bound`."""
+    upper = wgpu * bound + wfit * fit_bound
+    combined, score = -top[0], -top[1]
+    return combined > upper or (combined == upper and score > bound)
+
+
+def _full_scan(
+    allocator: Allocator,
+    request: AllocationRequest,
+    native: NativeView,
+    allowed: Container[str] | None,
+    args: GPUSchedulingArgs,
+    weights: ScoreWeights,
+) -> Decision:
+    names = sorted(allocator.nodes)
+    if allowed is not None:
+        names = [n for n in names if n in allowed]
+    return decide(allocator, request, native, names, args, weights)
 
 
 def _may_fit(ctx: RequestContext, node: Any, count: int) -> bool:
@@ -271,7 +380,8 @@ def _node_json(
         score = {
             "nodeResourcesFit": fit,
             "gpuPlacement": ev.node_score,
-            "combined": weights.fit * fit + weights.gpu * ev.node_score,
+            "combined": weights.node_resources_fit * fit
+            + weights.gpu_resources_fit * ev.node_score,
         }
         if not selected:
             message = "not selected: lower score"

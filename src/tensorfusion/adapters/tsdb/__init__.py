@@ -1,0 +1,1 @@
+"""Metrics stores: embedded DuckDB, and GreptimeDB (HTTP line-protocol writes, MySQL reads)."""

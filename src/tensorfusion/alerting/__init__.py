@@ -1,0 +1,1 @@
+"""The alert evaluator component, config-dir hot reload, state store and event sink."""

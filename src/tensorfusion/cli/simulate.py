@@ -1,0 +1,191 @@
+"""`tensor-fusion simulate` and `tensor-fusion simulate-schedule`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tensorfusion.cli.report_view import print_report
+from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.vocabulary import PlacementMode
+from tensorfusion.sim.cluster_file import load_cluster
+from tensorfusion.sim.html_report import render_html
+from tensorfusion.sim.input_errors import InputError, read_yaml
+from tensorfusion.sim.pod_preparation import PreparationError
+from tensorfusion.sim.runner import SimulationOptions, run_simulation, simulate_schedule
+from tensorfusion.sim.virtual_cluster import PolicyOverrides
+from tensorfusion.sim.workload_file import load_workload
+
+__all__ = ["simulate", "simulate_schedule_command"]
+
+EXIT_INVALID_INPUT = 2
+PROGRESS_THRESHOLD = 2000
+_MODES = ", ".join(m.value for m in PlacementMode)
+
+
+def _fail(message: str) -> typer.Exit:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(EXIT_INVALID_INPUT)
+
+
+def _placement_mode(value: str | None) -> PlacementMode | None:
+    if value is None:
+        return None
+    try:
+        return PlacementMode(value)
+    except ValueError:
+        raise InputError(
+            f"--placement-mode: invalid value {value!r}: allowed values are {_MODES}"
+        ) from None
+
+
+def _overrides(
+    placement_mode: str | None,
+    oversell_ratio: int | None,
+    vram_host_mem: int | None,
+    vram_host_disk: int | None,
+    no_oversubscription: bool,
+    pool: str | None,
+) -> PolicyOverrides:
+    checks = (
+        ("--tflops-oversell-ratio", oversell_ratio, 100, 100000),
+        ("--vram-expand-to-host-mem", vram_host_mem, 0, 100),
+        ("--vram-expand-to-host-disk", vram_host_disk, 0, 100),
+    )
+    for flag, value, low, high in checks:
+        if value is not None and not low <= value <= high:
+            raise InputError(f"{flag}: invalid value {value}: must be between {low} and {high}")
+    over = None
+    if any(v is not None for v in (oversell_ratio, vram_host_mem, vram_host_disk)):
+        if no_oversubscription:
+            raise InputError("--no-oversubscription cannot be combined with oversubscription flags")
+        base = Oversubscription()
+        over = Oversubscription(
+            oversell_ratio if oversell_ratio is not None else base.tflops_oversell_ratio,
+            vram_host_mem if vram_host_mem is not None else base.vram_expand_to_host_mem,
+            vram_host_disk if vram_host_disk is not None else base.vram_expand_to_host_disk,
+        )
+    return PolicyOverrides(
+        placement_mode=_placement_mode(placement_mode),
+        oversubscription=over,
+        disable_oversubscription=no_oversubscription,
+        pool=pool,
+    )
+
+
+def simulate(
+    cluster: Annotated[Path, typer.Argument(help="Cluster file: nodes, GPUs, pools, hardware.")],
+    workload: Annotated[Path, typer.Argument(help="Workload trace: pods with arrival/duration.")],
+    output: Annotated[Path | None, typer.Option(help="Write the report as JSON.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write an HTML report with plots.")] = None,
+    placement_mode: Annotated[
+        str | None, typer.Option(help=f"What-if placement mode: {_MODES}.")
+    ] = None,
+    tflops_oversell_ratio: Annotated[
+        int | None, typer.Option(help="What-if oversubscription: percent, 500 = 5x.")
+    ] = None,
+    vram_expand_to_host_mem: Annotated[
+        int | None, typer.Option(help="What-if: percent of host RAM added to virtual VRAM.")
+    ] = None,
+    vram_expand_to_host_disk: Annotated[
+        int | None, typer.Option(help="What-if: percent of host disk added to virtual VRAM.")
+    ] = None,
+    no_oversubscription: Annotated[
+        bool, typer.Option(help="What-if: pools without oversubscription.")
+    ] = False,
+    pool: Annotated[
+        str | None, typer.Option(help="Apply the what-if flags to this pool only.")
+    ] = None,
+    sample_interval: Annotated[
+        float, typer.Option(help="Seconds of simulated time between samples.")
+    ] = 60.0,
+    no_alerts: Annotated[
+        bool, typer.Option(help="Skip metrics recording and alert-rule evaluation.")
+    ] = False,
+    metrics_db: Annotated[
+        Path | None, typer.Option(help="Keep the simulated tf_* metrics in this DuckDB file.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option(help="Print no terminal report.")] = False,
+    debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
+) -> None:
+    """Run a workload trace through the scheduler on a virtual GPU cluster and report."""
+    console = Console()
+    try:
+        if sample_interval <= 0:
+            raise InputError(f"--sample-interval: invalid value {sample_interval}: must be > 0")
+        overrides = _overrides(
+            placement_mode, tflops_oversell_ratio, vram_expand_to_host_mem,
+            vram_expand_to_host_disk, no_oversubscription, pool,
+        )  # fmt: skip
+        cluster_file = load_cluster(cluster)
+        if pool is not None and pool not in {p.name for p in cluster_file.pools}:
+            raise InputError(f"--pool: invalid value {pool!r}: no such pool in {cluster}")
+        trace = load_workload(workload)
+        options = SimulationOptions(overrides, sample_interval, not no_alerts, metrics_db)
+        total = sum(e.replicas for e in trace.workloads)
+        if total >= PROGRESS_THRESHOLD and not quiet:
+            with Progress(
+                TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                console=console, transient=True,
+            ) as bar:  # fmt: skip
+                task = bar.add_task("pods", total=total)
+                report = run_simulation(
+                    cluster_file, trace, cluster, options,
+                    lambda done, _: bar.update(task, completed=done),
+                )  # fmt: skip
+        else:
+            report = run_simulation(cluster_file, trace, cluster, options)
+    except InputError as exc:
+        if debug:
+            raise
+        raise _fail(str(exc)) from None
+    if not quiet:
+        print_report(report, console)
+    if output is not None:
+        output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        console.print(f"report written to {output}")
+    if html is not None:
+        html.write_text(render_html(report), encoding="utf-8")
+        console.print(f"HTML report written to {html}")
+
+
+def _read_pod(path: Path) -> dict[str, Any]:
+    data = read_yaml(path, "pod manifest") if str(path) != "-" else yaml.safe_load(sys.stdin)
+    if not isinstance(data, dict) or data.get("kind", "Pod") != "Pod":
+        raise InputError(f"{path}: expected one Pod manifest")
+    return data
+
+
+def simulate_schedule_command(
+    pod: Annotated[Path, typer.Argument(help="Pod manifest (YAML or JSON; - for stdin).")],
+    cluster: Annotated[Path, typer.Option(help="Cluster file to place the pod on.")],
+    nodes: Annotated[
+        str | None, typer.Option(help="Comma-separated candidate nodes (default: all).")
+    ] = None,
+    mutate: Annotated[
+        bool, typer.Option(help="Run the admission dry run first (off: read the pod as is).")
+    ] = True,
+    debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
+) -> None:
+    """Explain where one pod would be placed: the same JSON as `/api/simulate-schedule`.
+
+    Exit 0 when schedulable, 1 when it fits nowhere, 2 on invalid input.
+    """
+    try:
+        manifest = _read_pod(pod)
+        cluster_file = load_cluster(cluster)
+        names = [n.strip() for n in nodes.split(",") if n.strip()] if nodes else None
+        body = simulate_schedule(cluster_file, cluster, manifest, names, mutate)
+    except (InputError, PreparationError) as exc:
+        if debug:
+            raise
+        raise _fail(str(exc)) from None
+    sys.stdout.write(json.dumps(body, indent=2) + "\n")
+    raise typer.Exit(0 if body["result"]["schedulable"] else 1)

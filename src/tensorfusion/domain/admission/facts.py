@@ -1,0 +1,132 @@
+"""What admission needs to know about the cluster: the shell gathers it, the core decides.
+
+`facts_needed(pod, ...)` says which objects to fetch for a pod; the shell fetches them (from its
+caches or the API server) and passes an `AdmissionFacts` to `admit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensorfusion.domain.admission.auto_migration import (
+    auto_migration_enabled,
+    needs_namespace_labels,
+)
+from tensorfusion.domain.admission.native_resources import DEFAULT_NATIVE_RESOURCES, has_native_gpus
+from tensorfusion.domain.admission.replica_gate import COUNTED_OWNER_KINDS
+from tensorfusion.domain.admission.workload_identity import (
+    OwnerKey,
+    controller_ref,
+    intermediate_owner,
+    owner_group,
+)
+from tensorfusion.domain.annotations import KEYS, Keys
+
+__all__ = ["AdmissionFacts", "FactNeeds", "facts_needed"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdmissionFacts:
+    """Everything `admit` reads besides the pod. Objects are plain JSON dicts.
+
+    - `namespace`: the request namespace (used when the pod has none).
+    - `pools`: GPUPools by name: the annotated pool, or every pool when the pod names none.
+    - `profile`: the referenced WorkloadProfile; None when not referenced or not found.
+    - `quota`: the namespace's effective GPUResourceQuota, if any.
+    - `gpus`: GPU objects (read only for `dedicated-gpu: "true"`).
+    - `native_resources`: native GPU resource name → vendor (ProviderConfig
+      `inUseResourceNames`; fallback nvidia.com/gpu → NVIDIA, amd.com/gpu → AMD).
+    - `owners`: owner objects keyed by `owner_key(ownerRef)`; None = NotFound.
+    - `namespace_labels`: labels of the pod's Namespace; None = not read or unreadable.
+    - `auto_migration`: dynamic config `autoMigration` (`{enable, scope}`).
+    - `progressive_migration`: `controller.nvidiaOperatorProgressiveMigration`.
+    - `pod_index`: the index p (1..128) to put on the pod (the leader's counter, or a preview).
+    - `name_suffix`: 8 chars of `[1-9a-km-y]` for a generated workload name (None: derived).
+    - `dry_run`: the shell will skip every write; the decision is the same.
+    - `warnings`: warnings from gathering (e.g. the random index fallback), kept first.
+    """
+
+    namespace: str
+    pod_index: int
+    pools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    profile: Mapping[str, Any] | None = None
+    quota: Mapping[str, Any] | None = None
+    gpus: Sequence[Mapping[str, Any]] = ()
+    native_resources: Mapping[str, str] = field(
+        default_factory=lambda: dict(DEFAULT_NATIVE_RESOURCES)
+    )
+    owners: Mapping[OwnerKey, Mapping[str, Any] | None] = field(default_factory=dict)
+    namespace_labels: Mapping[str, str] | None = None
+    auto_migration: Mapping[str, Any] | None = None
+    progressive_migration: bool = False
+    name_suffix: str | None = None
+    dry_run: bool = False
+    warnings: tuple[str, ...] = ()
+    keys: Keys = KEYS
+
+
+@dataclass(frozen=True, slots=True)
+class FactNeeds:
+    """What the shell must fetch before calling `admit` for a pod.
+
+    - `tf_candidate`: the TF pipeline may run; when False nothing else is needed.
+    - `profile`: WorkloadProfile name in the pod namespace.
+    - `pool_names`: the pools to GET; None = list every pool (default-pool lookup).
+    - `owners`: ownerRefs to GET (pod namespace), to fill `AdmissionFacts.owners`.
+    - `quota`, `gpus`, `namespace_labels`, `pod_index`: whether those facts are needed.
+    """
+
+    tf_candidate: bool = False
+    profile: str | None = None
+    pool_names: tuple[str, ...] | None = ()
+    owners: tuple[Mapping[str, Any], ...] = ()
+    quota: bool = False
+    gpus: bool = False
+    namespace_labels: bool = False
+    pod_index: bool = False
+
+
+def facts_needed(
+    pod: Mapping[str, Any],
+    *,
+    native_resources: Mapping[str, str] = DEFAULT_NATIVE_RESOURCES,
+    auto_migration: Mapping[str, Any] | None = None,
+    keys: Keys = KEYS,
+) -> FactNeeds:
+    """The facts `admit` will read for this pod, so the shell never fetches blindly."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    label = labels.get(keys.enabled)
+    namespace_labels = False
+    if label != "true":
+        if label == "false" or not auto_migration_enabled(auto_migration):
+            return FactNeeds()
+        if not has_native_gpus(pod, native_resources):
+            return FactNeeds()
+        namespace_labels = needs_namespace_labels(auto_migration)
+    if annotations.get(keys.enabled_replicas, "").strip() == "0":
+        return FactNeeds(namespace_labels=namespace_labels)
+    owners: tuple[Mapping[str, Any], ...] = ()
+    controller = controller_ref(pod)
+    if controller is not None and (
+        intermediate_owner(controller)
+        or (
+            keys.enabled_replicas in annotations
+            and (owner_group(controller), controller.get("kind")) in COUNTED_OWNER_KINDS
+        )
+    ):
+        owners = (controller,)
+    pool = annotations.get(keys.gpupool)
+    return FactNeeds(
+        tf_candidate=True,
+        profile=annotations.get(keys.workload_profile) or None,
+        pool_names=(pool,) if pool else None,
+        owners=owners,
+        quota=True,
+        gpus=annotations.get(keys.dedicated_gpu) == "true",
+        namespace_labels=namespace_labels,
+        pod_index=True,
+    )

@@ -1,0 +1,78 @@
+"""GPU model, vendor and dedicated GPUs of a TF pod (admission.md §4 step 11)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from tensorfusion.domain.admission.errors import Problem, invalid_value
+from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.annotations import Keys
+from tensorfusion.domain.quantities import QuantityError, parse_quantity
+from tensorfusion.domain.vocabulary import IsolationMode
+
+__all__ = [
+    "SOFT_UNSUPPORTED_VENDORS",
+    "dedicated_gpu_capacity",
+    "max_capacity_by_model",
+    "soft_isolation_problem",
+]
+
+# Vendors whose soft limiter is not shipped (compared case-insensitively).
+SOFT_UNSUPPORTED_VENDORS: Final = frozenset({"amd", "hygon", "metax"})
+
+
+def soft_isolation_problem(
+    isolation: IsolationMode, vendor: str | None, keys: Keys
+) -> Problem | None:
+    """`soft` with AMD, Hygon or MetaX is denied; empty or other vendors pass."""
+    if isolation is not IsolationMode.SOFT or not vendor:
+        return None
+    if vendor.lower() not in SOFT_UNSUPPORTED_VENDORS:
+        return None
+    return invalid_value(
+        keys.isolation,
+        isolation.value,
+        f'soft isolation is not supported for vendor "{vendor}" (use shared or hard)',
+    )
+
+
+def _capacity(gpu: Mapping[str, Any]) -> ResourceAmount | None:
+    capacity = (gpu.get("status") or {}).get("capacity") or {}
+    try:
+        tflops = parse_quantity(str(capacity.get("tflops", "0"))).milli()
+        vram = parse_quantity(str(capacity.get("vram", "0"))).ceil()
+    except QuantityError:
+        return None
+    return ResourceAmount(tflops_milli=tflops, vram_bytes=vram)
+
+
+def max_capacity_by_model(gpus: Iterable[Mapping[str, Any]]) -> dict[str, ResourceAmount]:
+    """Per `status.gpuModel`, the largest capacity (by TFLOPs, then VRAM) among GPU objects."""
+    best: dict[str, ResourceAmount] = {}
+    for gpu in gpus:
+        model = (gpu.get("status") or {}).get("gpuModel")
+        capacity = _capacity(gpu)
+        if not model or capacity is None:
+            continue
+        current = best.get(model)
+        key = (capacity.tflops_milli, capacity.vram_bytes)
+        if current is None or key > (current.tflops_milli, current.vram_bytes):
+            best[model] = capacity
+    return best
+
+
+def dedicated_gpu_capacity(
+    model: str | None, gpus: Iterable[Mapping[str, Any]], keys: Keys
+) -> tuple[ResourceAmount | None, Problem | None]:
+    """`dedicated-gpu="true"`: the largest capacity of the model; a problem without one."""
+    if not model:
+        return None, invalid_value(
+            keys.dedicated_gpu, "true", f"requires {keys.gpu_model} (or the profile's gpuModel)"
+        )
+    capacity = max_capacity_by_model(gpus).get(model)
+    if capacity is None:
+        return None, invalid_value(
+            keys.gpu_model, model, f"no GPU of this model exists (required by {keys.dedicated_gpu})"
+        )
+    return capacity, None

@@ -1,0 +1,1 @@
+"""Pure alerting logic: rule model, Go templates, conditions, labels and the alert state machine."""

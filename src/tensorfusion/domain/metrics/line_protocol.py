@@ -1,0 +1,374 @@
+"""InfluxDB line protocol: encoding of rows (metrics.md §6.2) and parsing for the embedded store."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Final
+
+import orjson
+
+from tensorfusion.domain.metrics.rows import FieldValue, MetricRow
+
+__all__ = [
+    "LineProtocolError",
+    "encode_row",
+    "encode_rows",
+    "parse_lines",
+]
+
+_PRECISION_TO_MS: Final[dict[str, tuple[int, int]]] = {
+    # precision: (multiply, divide) to reach milliseconds
+    "ms": (1, 1),
+    "s": (1000, 1),
+    "us": (1, 1000),
+    "ns": (1, 1_000_000),
+}
+_CACHE_LIMIT: Final = 65_536
+
+
+class LineProtocolError(ValueError):
+    """A line that does not parse; the message names the line number and the problem."""
+
+
+_tag_cache: dict[str, str] = {}
+_key_cache: dict[str, str] = {}
+
+
+def _escape_tag(value: str) -> str:
+    cached = _tag_cache.get(value)
+    if cached is not None:
+        return cached
+    escaped = value.replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ").replace("\n", "\\ ")
+    if len(_tag_cache) >= _CACHE_LIMIT:
+        _tag_cache.clear()
+    _tag_cache[value] = escaped
+    return escaped
+
+
+def _key_prefix(key: str) -> str:
+    """`key=` with the key escaped (tag keys and field keys escape the same characters)."""
+    cached = _key_cache.get(key)
+    if cached is not None:
+        return cached
+    prefix = _escape_tag(key) + "="
+    if len(_key_cache) >= _CACHE_LIMIT:
+        _key_cache.clear()
+    _key_cache[key] = prefix
+    return prefix
+
+
+def _escape_measurement(name: str) -> str:
+    return name.replace(",", "\\,").replace(" ", "\\ ")
+
+
+def _string_field(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class _Shape:
+    """A compiled line layout for rows of one table with the same keys and field types."""
+
+    __slots__ = ("template",)
+
+    def __init__(self, table: str, tag_keys: tuple[str, ...], fields: tuple[tuple[str, type], ...]):
+        parts = [_escape_measurement(table).replace("%", "%%")]
+        for key in tag_keys:
+            parts.append("," + _key_prefix(key).replace("%", "%%") + "%s")
+        separator = " "
+        for key, kind in fields:
+            suffix = "i" if kind is int else ""
+            parts.append(separator + _key_prefix(key).replace("%", "%%") + "%s" + suffix)
+            separator = ","
+        parts.append(" %d")
+        self.template = "".join(parts)
+
+
+_shapes: dict[tuple[object, ...], _Shape | None] = {}
+_FAST_TYPES: Final = frozenset({float, int, bool})
+
+
+def _shape_for(row: MetricRow) -> _Shape | None:
+    key = (row.table, tuple(row.tags), tuple(row.fields), tuple(map(type, row.fields.values())))
+    shape = _shapes.get(key, _MISSING_SHAPE)
+    if shape is _MISSING_SHAPE:
+        field_types = key[3]
+        assert isinstance(field_types, tuple)
+        if row.fields and all(kind in _FAST_TYPES for kind in field_types):
+            shape = _Shape(
+                row.table, tuple(row.tags), tuple(zip(row.fields, field_types, strict=False))
+            )
+        else:
+            shape = None
+        if len(_shapes) >= _CACHE_LIMIT:
+            _shapes.clear()
+        _shapes[key] = shape
+    return shape
+
+
+_MISSING_SHAPE: Final = _Shape("", (), ())
+
+
+def encode_row(row: MetricRow, skipped: set[tuple[str, str]] | None = None) -> str | None:
+    """One line for a row, or None when no field remains (all skipped).
+
+    Empty tags are left out; NaN and infinite floats are skipped and, when `skipped` is given,
+    recorded there as (table, column) so the caller can log each column once. Floats are
+    written with shortest round-trip digits.
+    """
+    shape = _shape_for(row)
+    if shape is not None:
+        tag_values = row.tags.values()
+        if all(tag_values):
+            numbers = orjson.dumps(list(row.fields.values()))
+            if b"null" not in numbers:
+                return shape.template % (
+                    *map(_escape_tag, tag_values),
+                    *numbers[1:-1].decode("ascii").split(","),
+                    row.ts_ms,
+                )
+    return _encode_slow(row, skipped)
+
+
+def _encode_slow(row: MetricRow, skipped: set[tuple[str, str]] | None) -> str | None:
+    parts = [_escape_measurement(row.table)]
+    for tag, tag_value in row.tags.items():
+        if tag_value:
+            parts.append("," + _key_prefix(tag) + _escape_tag(tag_value))
+    separator = " "
+    for key, value in row.fields.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                if skipped is not None:
+                    skipped.add((row.table, key))
+                continue
+            text = repr(value)
+        elif isinstance(value, int):
+            text = f"{value}i"
+        elif isinstance(value, str):
+            text = _string_field(value)
+        else:
+            text = _encode_other(row.table, key, value)
+        parts.append(separator + _key_prefix(key) + text)
+        separator = ","
+    if separator == " ":
+        return None
+    parts.append(f" {row.ts_ms}")
+    return "".join(parts)
+
+
+def _encode_other(table: str, key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{int(value)}i"
+    if isinstance(value, float):
+        return repr(float(value))
+    raise TypeError(
+        f"table {table}, field {key}: {value!r} has type {type(value).__name__}; "
+        "allowed: float, int, bool, str"
+    )
+
+
+def encode_rows(rows: Iterable[MetricRow], skipped: set[tuple[str, str]] | None = None) -> str:
+    """Lines for many rows joined by newlines (rows with no field are left out)."""
+    lines = [line for row in rows if (line := encode_row(row, skipped)) is not None]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------- parsing
+
+
+def _records(body: str) -> Iterable[tuple[int, list[str]]]:
+    """Split a body into (line number, [head, fields, timestamp?]) records.
+
+    Backslash escapes are kept for the later steps; double quotes delimit strings only in the
+    field section, where they may contain newlines.
+    """
+    line_number = 1
+    sections: list[str] = []
+    current: list[str] = []
+    section = 0
+    in_string = False
+    start_line = 1
+    index = 0
+    length = len(body)
+    while index <= length:
+        char = body[index] if index < length else "\n"
+        if index < length and char == "\\" and index + 1 < length and body[index + 1] != "\n":
+            current.append(body[index : index + 2])
+            index += 2
+            continue
+        if in_string:
+            if char == '"':
+                in_string = False
+            if char == "\n":
+                line_number += 1
+            current.append(char)
+            index += 1
+            continue
+        if char == '"' and section == 1 and current and current[-1] == "=":
+            in_string = True
+            current.append(char)
+        elif char in {" ", "\t"}:
+            if current:
+                sections.append("".join(current))
+                current = []
+                section += 1
+        elif char in {"\n", "\r"}:
+            if current:
+                sections.append("".join(current))
+                current = []
+            if sections and not sections[0].startswith("#"):
+                yield start_line, sections
+            sections = []
+            section = 0
+            if char == "\n":
+                line_number += 1
+            start_line = line_number
+        else:
+            current.append(char)
+        index += 1
+    if in_string:
+        raise LineProtocolError(f"line {start_line}: unterminated string field")
+
+
+def _split_unescaped(text: str, separator: str, *, quotes: bool) -> list[str]:
+    """Split on a separator not escaped by a backslash (and outside strings when `quotes`)."""
+    parts: list[str] = []
+    current: list[str] = []
+    index = 0
+    in_string = False
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            current.append(text[index : index + 2])
+            index += 2
+            continue
+        if quotes and char == '"':
+            in_string = not in_string
+        if char == separator and not in_string:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        index += 1
+    parts.append("".join(current))
+    return parts
+
+
+def _unescape(text: str) -> str:
+    """Undo the escapes of measurement, tag and field keys: `\\,`, `\\=`, `\\ `."""
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text) and text[index + 1] in ",= ":
+            out.append(text[index + 1])
+            index += 2
+            continue
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+def _parse_field_value(text: str, line_number: int, key: str) -> FieldValue:
+    if not text:
+        raise LineProtocolError(f"line {line_number}: field {key!r} has no value")
+    if text[0] == '"':
+        if len(text) < 2 or text[-1] != '"':
+            raise LineProtocolError(f"line {line_number}: field {key!r}: unterminated string")
+        body = text[1:-1]
+        out: list[str] = []
+        index = 0
+        while index < len(body):
+            char = body[index]
+            if char == "\\" and index + 1 < len(body) and body[index + 1] in '"\\':
+                out.append(body[index + 1])
+                index += 2
+                continue
+            out.append(char)
+            index += 1
+        return "".join(out)
+    if text in ("t", "T", "true", "True", "TRUE"):
+        return True
+    if text in ("f", "F", "false", "False", "FALSE"):
+        return False
+    if text[-1] in "iu":
+        try:
+            return int(text[:-1])
+        except ValueError:
+            raise LineProtocolError(
+                f"line {line_number}: field {key!r}: {text!r} is not an integer"
+            ) from None
+    try:
+        value = float(text)
+    except ValueError:
+        raise LineProtocolError(
+            f"line {line_number}: field {key!r}: {text!r} is not a number, boolean or string"
+        ) from None
+    if not math.isfinite(value):
+        raise LineProtocolError(f"line {line_number}: field {key!r}: {text!r} is not finite")
+    return value
+
+
+def parse_lines(body: str, *, precision: str = "ms", default_ts_ms: int = 0) -> list[MetricRow]:
+    """Parse a write request body; raises LineProtocolError naming the first bad line."""
+    try:
+        multiply, divide = _PRECISION_TO_MS[precision]
+    except KeyError:
+        raise LineProtocolError(
+            f"precision {precision!r} is not supported; allowed: {', '.join(_PRECISION_TO_MS)}"
+        ) from None
+    rows: list[MetricRow] = []
+    for line_number, sections in _records(body):
+        if len(sections) not in (2, 3):
+            raise LineProtocolError(
+                f"line {line_number}: expected 'measurement[,tags] fields [timestamp]'"
+            )
+        head = _split_unescaped(sections[0], ",", quotes=False)
+        measurement = _unescape(head[0])
+        if not measurement:
+            raise LineProtocolError(f"line {line_number}: missing measurement")
+        tags: dict[str, str] = {}
+        for pair in head[1:]:
+            key, sep, value = _partition_unescaped(pair)
+            if not sep or not key or not value:
+                raise LineProtocolError(f"line {line_number}: malformed tag {pair!r}")
+            tags[_unescape(key)] = _unescape(value)
+        fields: dict[str, FieldValue] = {}
+        for pair in _split_unescaped(sections[1], ",", quotes=True):
+            key, sep, value = _partition_unescaped(pair)
+            if not sep or not key:
+                raise LineProtocolError(f"line {line_number}: malformed field {pair!r}")
+            name = _unescape(key)
+            fields[name] = _parse_field_value(value, line_number, name)
+        if len(sections) == 3:
+            try:
+                stamp = int(sections[2])
+            except ValueError:
+                raise LineProtocolError(
+                    f"line {line_number}: timestamp {sections[2]!r} is not an integer"
+                ) from None
+            ts_ms = stamp * multiply // divide
+        else:
+            ts_ms = default_ts_ms
+        rows.append(MetricRow(measurement, ts_ms, tags, fields))
+    return rows
+
+
+def _partition_unescaped(pair: str) -> tuple[str, str, str]:
+    index = 0
+    while index < len(pair):
+        char = pair[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char == "=":
+            return pair[:index], "=", pair[index + 1 :]
+        index += 1
+    return pair, "", ""

@@ -1,0 +1,1 @@
+"""Scheduling: native kube-scheduler subset, scheduler configuration, GPU plugins."""

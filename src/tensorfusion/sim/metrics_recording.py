@@ -1,0 +1,178 @@
+"""Each simulated interval: the controller-side recorders plus simulated usage into DuckDB.
+
+The recorders are the controller's own (`domain.metrics.recorders`); this module only turns
+the virtual cluster into their inputs and invents plausible usage for simulated GPUs and
+workers (a deterministic function of the pod and the time, so runs are reproducible).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.metrics.recorders import (
+    ClusterSnapshot,
+    GPUFigures,
+    GPUUsageSample,
+    NodeFigures,
+    PoolCounters,
+    PoolFigures,
+    RowSink,
+    WorkerFigures,
+    WorkerUsageSample,
+    record_interval,
+)
+from tensorfusion.sim.engine import PodOutcome, SimPod
+from tensorfusion.sim.virtual_cluster import VirtualCluster
+
+__all__ = ["SIM_EPOCH_MS", "MetricsRecorder"]
+
+SIM_EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: simulated time 0.
+IDLE_TEMPERATURE = 35.0
+
+
+def _wave(key: str, t: float) -> float:
+    """A reproducible 0..1 load level of a pod at time t (seconds)."""
+    phase = zlib.crc32(key.encode()) % 600
+    return ((int(t) + phase) % 600) / 600
+
+
+@dataclass(slots=True)
+class MetricsRecorder:
+    """Writes the tf_* rows of one interval into a row sink (the simulator's DuckDB store)."""
+
+    sink: RowSink
+    allocation_success: dict[str, int] = field(default_factory=dict)
+    allocation_fail: dict[str, int] = field(default_factory=dict)
+    rows_written: int = 0
+
+    def record(self, t: float, cluster: VirtualCluster, pods: Sequence[SimPod]) -> None:
+        """Record the cluster at simulated time `t` (seconds)."""
+        snapshot = build_snapshot(t, cluster, pods)
+        self.rows_written += record_interval(self.sink, snapshot, SIM_EPOCH_MS + int(t * 1000))
+
+
+def _gpu_figures(allocator: Allocator) -> list[GPUFigures]:
+    return [
+        GPUFigures(
+            name=g.name,
+            node=g.node,
+            pool=g.pool,
+            model=g.model,
+            phase=g.phase.value,
+            capacity_tflops_milli=g.capacity_tflops,
+            capacity_vram=g.capacity_vram,
+            available_tflops_milli=g.available_tflops,
+            available_vram=g.available_vram,
+        )
+        for g in allocator.gpus.values()
+    ]
+
+
+def _node_and_pool_figures(allocator: Allocator) -> tuple[list[NodeFigures], list[PoolFigures]]:
+    nodes: list[NodeFigures] = []
+    pools: dict[str, list[int]] = {}
+    for node in allocator.nodes.values():
+        if not node.gpus:
+            continue
+        total_t, total_v = node.total_capacity()
+        avail_t, avail_v = node.total_available()
+        v_t, v_v, va_t, va_v = allocator.node_virtual_figures(node)
+        pool = node.gpus[0].pool
+        nodes.append(
+            NodeFigures(
+                name=node.name, pool=pool, phase="Running", gpu_count=len(node.gpus),
+                total_tflops_milli=total_t, available_tflops_milli=avail_t,
+                total_vram=total_v, available_vram=avail_v,
+                virtual_tflops_milli=v_t, virtual_available_tflops_milli=va_t,
+                virtual_vram=v_v, virtual_available_vram=va_v,
+            )
+        )  # fmt: skip
+        figures = pools.setdefault(pool, [0] * 9)
+        for i, value in enumerate((len(node.gpus), total_t, avail_t, total_v, avail_v,
+                                   v_t, va_t, v_v, va_v)):  # fmt: skip
+            figures[i] += value
+    pool_rows = [
+        PoolFigures(
+            name=name, phase="Running", gpu_count=f[0], total_tflops_milli=f[1],
+            available_tflops_milli=f[2], total_vram=f[3], available_vram=f[4],
+            virtual_tflops_milli=f[5], virtual_available_tflops_milli=f[6],
+            virtual_vram=f[7], virtual_available_vram=f[8],
+        )
+        for name, f in sorted(pools.items())
+    ]  # fmt: skip
+    return nodes, pool_rows
+
+
+def build_snapshot(t: float, cluster: VirtualCluster, pods: Sequence[SimPod]) -> ClusterSnapshot:
+    """The recorders' view of the virtual cluster, with simulated usage."""
+    allocator = cluster.allocator
+    gpus = _gpu_figures(allocator)
+    nodes, pools = _node_and_pool_figures(allocator)
+    workers: list[WorkerFigures] = []
+    worker_usage: list[WorkerUsageSample] = []
+    used_percent: dict[str, float] = {}
+    used_memory: dict[str, int] = {}
+    per_pool_workers: dict[str, int] = {}
+    for pod in pods:
+        request = pod.request
+        if pod.outcome is not PodOutcome.RUNNING or request is None or pod.node is None:
+            continue
+        per_pool_workers[request.pool] = per_pool_workers.get(request.pool, 0) + 1
+        members = [allocator.gpus[name] for name in pod.gpus if name in allocator.gpus]
+        capacity = members[0].capacity_tflops if members else 0
+        workers.append(
+            WorkerFigures(
+                pod=pod.name, namespace=pod.namespace, pool=request.pool, node=pod.node,
+                pod_uid=pod.uid, workload=request.workload or pod.entry, qos=request.qos.value,
+                gpu_count=request.count,
+                tflops_request=request.request.tflops_on(capacity) / 1000,
+                tflops_limit=request.limit.tflops_on(capacity) / 1000,
+                vram_request=float(request.request.vram_bytes),
+                vram_limit=float(request.limit.vram_bytes or request.request.vram_bytes),
+                ready=True,
+                gpus=tuple((g.name, g.model, g.index) for g in members),
+                gpu_ids_annotation=",".join(pod.gpus),
+            )
+        )  # fmt: skip
+        load = _wave(pod.key, t)
+        for gpu in members:
+            share = request.request.tflops_on(gpu.capacity_tflops) / gpu.capacity_tflops
+            percent = min(100.0, 100 * share * (0.3 + 0.7 * load))
+            memory = int(
+                (request.request.vram_bytes or gpu.capacity_vram // 8) * (0.5 + 0.5 * load)
+            )
+            used_percent[gpu.name] = min(100.0, used_percent.get(gpu.name, 0.0) + percent)
+            used_memory[gpu.name] = used_memory.get(gpu.name, 0) + memory
+            worker_usage.append(
+                WorkerUsageSample(
+                    worker=pod.name, namespace=pod.namespace, pool=request.pool, node=pod.node,
+                    uuid=gpu.uuid, workload=request.workload or pod.entry,
+                    compute_percentage=percent, capacity_tflops=gpu.capacity_tflops / 1000,
+                    memory_bytes=memory,
+                    memory_limit_bytes=request.limit.vram_bytes or request.request.vram_bytes,
+                )
+            )  # fmt: skip
+    gpu_usage = [
+        GPUUsageSample(
+            node=g.node, pool=g.pool, uuid=g.uuid,
+            compute_percentage=used_percent.get(g.name, 0.0),
+            capacity_tflops=g.capacity_tflops / 1000,
+            memory_bytes=min(used_memory.get(g.name, 0), g.capacity_vram),
+            memory_total_bytes=g.capacity_vram,
+            temperature=IDLE_TEMPERATURE + 0.45 * used_percent.get(g.name, 0.0),
+            power_usage=60 + 3 * used_percent.get(g.name, 0.0),
+        )
+        for g in allocator.gpus.values()
+    ]  # fmt: skip
+    counters = [
+        PoolCounters(pool=p.name, workers=per_pool_workers.get(p.name, 0),
+                     nodes=sum(1 for n in nodes if n.pool == p.name))
+        for p in pools
+    ]  # fmt: skip
+    return ClusterSnapshot(
+        gpus=gpus, nodes=nodes, pools=pools, workers=workers, counters=counters,
+        gpu_usage=gpu_usage, worker_usage=worker_usage,
+    )  # fmt: skip

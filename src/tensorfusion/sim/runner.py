@@ -1,0 +1,188 @@
+"""Runs a simulation or a single-pod placement from files: the wiring of the simulator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
+from tensorfusion.domain.alerting.default_rules import default_rule_set
+from tensorfusion.domain.alerting.replay import replay_alerts
+from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
+from tensorfusion.domain.scheduling.decision import explain
+from tensorfusion.domain.scheduling.native import NativeInputError, NativePlugins
+from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
+from tensorfusion.domain.scheduling.scheduler_config import (
+    SchedulerConfigError,
+    SchedulerSettings,
+    ScoreWeights,
+    load_default_scheduler_config,
+    read_scheduler_settings,
+)
+from tensorfusion.sim.cluster_file import ClusterFile
+from tensorfusion.sim.engine import Simulation
+from tensorfusion.sim.input_errors import InputError
+from tensorfusion.sim.metrics_recording import SIM_EPOCH_MS, MetricsRecorder
+from tensorfusion.sim.native_view import NativeCluster
+from tensorfusion.sim.pod_preparation import (
+    PodPreparer,
+    PreparationError,
+    gpu_objects,
+    pool_objects,
+    quota_objects,
+)
+from tensorfusion.sim.report import build_report
+from tensorfusion.sim.virtual_cluster import PolicyOverrides, VirtualCluster, build_cluster
+from tensorfusion.sim.workload_file import WorkloadFile
+
+__all__ = ["SimulationOptions", "run_simulation", "simulate_schedule"]
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationOptions:
+    """How to run a trace."""
+
+    overrides: PolicyOverrides = field(default_factory=PolicyOverrides)
+    sample_interval: float = 60.0
+    alerts: bool = True
+    metrics_db: Path | None = None
+
+
+@dataclass(slots=True)
+class _Scheduler:
+    settings: SchedulerSettings
+    args: GPUSchedulingArgs
+    weights: ScoreWeights
+    plugins: NativePlugins
+
+
+def _scheduler(cluster: ClusterFile, path: Path) -> _Scheduler:
+    config = cluster.scheduler_config or load_default_scheduler_config()
+    try:
+        settings = read_scheduler_settings(config)
+    except SchedulerConfigError as exc:
+        raise InputError(f"{path}: cluster: {exc}") from None
+    return _Scheduler(
+        settings, gpu_scheduling_args(settings), settings.score_weights,
+        NativePlugins(settings.node_resources_fit),
+    )  # fmt: skip
+
+
+def _native(virtual: VirtualCluster, scheduler: _Scheduler) -> NativeCluster:
+    requested = {name: spec.requested for name, spec in virtual.nodes.items()}
+    return NativeCluster.build(scheduler.plugins, virtual.node_objects, requested)
+
+
+def _preparer(cluster: ClusterFile) -> PodPreparer:
+    return PodPreparer(pool_objects(cluster), quota_objects(cluster), gpu_objects(cluster))
+
+
+def _policy(virtual: VirtualCluster, scheduler: _Scheduler) -> dict[str, Any]:
+    allocator = virtual.allocator
+    pools = {}
+    for name in sorted(virtual.pools):
+        settings = allocator.pool(name)
+        over = settings.oversubscription
+        pools[name] = {
+            "placementMode": settings.placement_mode.value,
+            "oversubscription": None if over is None else (
+                f"tflops x{over.tflops_oversell_ratio / 100:g}, "
+                f"VRAM +{over.vram_expand_to_host_mem}% host RAM "
+                f"+{over.vram_expand_to_host_disk}% disk"
+            ),
+        }  # fmt: skip
+    return {
+        "isolationPolicy": allocator.isolation_policy.value,
+        "pools": pools,
+        "scoreWeights": {
+            "NodeResourcesFit": scheduler.weights.node_resources_fit,
+            "GPUResourcesFit": scheduler.weights.gpu_resources_fit,
+        },
+    }
+
+
+def run_simulation(
+    cluster: ClusterFile,
+    workload: WorkloadFile,
+    cluster_path: Path,
+    options: SimulationOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Run the trace through admission, scheduling, allocation, metrics and alert rules."""
+    options = options or SimulationOptions()
+    scheduler = _scheduler(cluster, cluster_path)
+    virtual = build_cluster(cluster, options.overrides)
+    store = DuckDBMetricsStore(options.metrics_db, threads=1) if options.alerts else None
+    recorder = MetricsRecorder(store) if store is not None else None
+    simulation = Simulation(
+        cluster=virtual,
+        workload=workload,
+        args=scheduler.args,
+        weights=scheduler.weights,
+        native=_native(virtual, scheduler),
+        preparer=_preparer(cluster),
+        sample_interval=options.sample_interval,
+        on_sample=recorder.record if recorder is not None else None,
+    )
+    try:
+        result = simulation.run(progress)
+    except NativeInputError as exc:
+        raise InputError(f"workload: {exc}") from None
+    alerts: list[dict[str, Any]] = []
+    if store is not None:
+        replay = replay_alerts(
+            default_rule_set().rules, store, SIM_EPOCH_MS,
+            SIM_EPOCH_MS + int(result.end_time * 1000) + int(options.sample_interval * 1000),
+        )  # fmt: skip
+        alerts = [
+            {"alertname": e.rule, "state": e.kind, "at": e.as_dict()["time"],
+             "severity": e.labels.get("severity", ""), "instance": e.instance,
+             "summary": e.summary}
+            for e in replay.events
+        ]  # fmt: skip
+        store.close()
+    return build_report(result, virtual, _policy(virtual, scheduler), alerts)
+
+
+def simulate_schedule(
+    cluster: ClusterFile,
+    cluster_path: Path,
+    pod: dict[str, Any],
+    nodes: list[str] | None = None,
+    mutate: bool = True,
+) -> dict[str, Any]:
+    """The `/api/simulate-schedule` body for one pod against the cluster file (nothing kept).
+
+    Raises PreparationError (invalid annotations, not a GPU worker) and InputError.
+    """
+    scheduler = _scheduler(cluster, cluster_path)
+    virtual = build_cluster(cluster)
+    native = _native(virtual, scheduler)
+    metadata = pod.get("metadata") or {}
+    name = str(metadata.get("name") or "pod")
+    namespace = str(metadata.get("namespace") or "default")
+    uid = str(metadata.get("uid") or f"simulate-{namespace}-{name}")
+    manifest = pod
+    if not mutate:
+        labels = dict(metadata.get("labels") or {})
+        labels.setdefault("tensor-fusion.ai/component", "worker")
+        manifest = {**pod, "metadata": {**metadata, "labels": labels}}
+    prepared = _preparer(cluster).prepare(manifest, name, namespace, uid)
+    try:
+        native.add_pod(uid, prepared.pod)
+    except NativeInputError as exc:
+        raise PreparationError(str(exc)) from None
+    candidates = native.node_names() if nodes is None else [n for n in nodes if n in native.facts]
+    unknown = [] if nodes is None else [n for n in nodes if n not in native.facts]
+    if unknown:
+        raise InputError(f"--nodes: unknown node(s) {', '.join(unknown)}")
+    body = explain(virtual.allocator, prepared.request, native.view(uid), candidates,
+                   scheduler.args, scheduler.weights)  # fmt: skip
+    return {
+        "pod": {"namespace": namespace, "name": name},
+        "mutated": prepared.mutated,
+        "warnings": prepared.warnings,
+        **body,
+    }

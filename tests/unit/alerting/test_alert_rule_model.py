@@ -1,0 +1,106 @@
+"""Rule validation (alerting.md §1, §2.1), durations and `{{ .Conditions }}` expansion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tensorfusion.domain.alerting.conditions import Dialect, simulated_conditions, wall_conditions
+from tensorfusion.domain.alerting.durations import DurationError, parse_rule_interval
+from tensorfusion.domain.alerting.rules import load_rules
+
+
+def _rule(**overrides: Any) -> dict[str, Any]:
+    rule: dict[str, Any] = {
+        "name": "R",
+        "query": "SELECT 1 AS x WHERE {{ .Conditions }}",
+        "evaluationInterval": "30s",
+        "severity": "P1",
+    }
+    rule.update(overrides)
+    return rule
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("15s", 15_000), ("2m", 120_000), ("1m30s", 90_000), ("500ms", 500), ("1h", 3_600_000)],
+)
+def test_intervals(text: str, ms: int) -> None:
+    assert parse_rule_interval(text) == ms
+
+
+@pytest.mark.parametrize("text", ["1.5h", "10ns", "5us", "", "-1s", "30", "1 m", 30])
+def test_bad_intervals(text: object) -> None:
+    with pytest.raises(DurationError, match="whole numbers"):
+        parse_rule_interval(text)
+
+
+def test_keys_are_case_insensitive_and_unknown_keys_warn() -> None:
+    rules = load_rules([_rule(runbookUrl="https://r", Threshold=80, colour="red")])
+    assert not rules.problems
+    rule = rules.rules[0]
+    assert rule.runbook_url == "https://r" and rule.threshold == 80.0
+    assert any("unknown key 'colour'" in warning for warning in rules.warnings)
+
+
+def test_defaults() -> None:
+    rule = load_rules([_rule()]).rules[0]
+    assert (rule.threshold, rule.consecutive_count, rule.test_mode) == (0.0, 1, False)
+    assert rule.summary.render({}) == "" and rule.runbook_url == ""
+    zero = load_rules([_rule(consecutiveCount=0)]).rules[0]
+    assert zero.effective_count == 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"name": ""}, "field name is empty"),
+        ({"query": "SELECT {{ .x "}, "field query does not parse"),
+        ({"summary": "{{ if }}"}, "field summary does not parse"),
+        ({"evaluationInterval": "1.5h"}, "field evaluationInterval"),
+        ({"evaluationInterval": "500ms"}, "below the minimum of 1s"),
+        ({"consecutiveCount": -1}, "consecutiveCount: -1 is not an integer"),
+        ({"consecutiveCount": 1.5}, "consecutiveCount"),
+        ({"threshold": "high"}, "threshold: 'high' is not a number"),
+        ({"severity": " "}, "field severity is empty"),
+        ({"testMode": "yes"}, "testMode"),
+    ],
+)
+def test_a_bad_rule_is_rejected_alone(overrides: dict[str, Any], message: str) -> None:
+    rules = load_rules([_rule(name="Good"), {**_rule(name="Bad"), **overrides}])
+    assert [rule.name for rule in rules.rules] == ["Good"]
+    assert len(rules.problems) == 1
+    assert message in str(rules.problems[0])
+    assert str(rules.problems[0]).startswith("alert rule #2")
+
+
+def test_duplicate_names_keep_the_first() -> None:
+    rules = load_rules([_rule(), _rule(severity="P2")])
+    assert [rule.severity for rule in rules.rules] == ["P1"]
+    assert "used by an earlier rule" in str(rules.problems[0])
+
+
+def test_not_a_list() -> None:
+    assert "not a list" in str(load_rules({"a": 1}).problems[0])
+
+
+def test_query_rendering_and_condition_forms() -> None:
+    rule = load_rules(
+        [_rule(query="x > {{ .Threshold }} AND {{ .Conditions }} -- {{ .Name }}", threshold=97)]
+    ).rules[0]
+    assert rule.render_query("C") == "x > 97 AND C -- R"
+    assert wall_conditions(Dialect.GREPTIME, "30s", 30_000) == "ts >= now() - '30s'::INTERVAL"
+    assert (
+        wall_conditions(Dialect.DUCKDB, "30s", 30_000)
+        == "ts >= (now() AT TIME ZONE 'UTC') - INTERVAL '30000 milliseconds'"
+    )
+    now = 1787220000000  # 2026-08-20T10:00:00Z
+    assert simulated_conditions(now, 30_000) == (
+        "(ts >= TIMESTAMP '2026-08-20 09:59:30.000' AND ts <= TIMESTAMP '2026-08-20 10:00:00.000')"
+    )
+
+
+def test_rules_calling_now_are_flagged() -> None:
+    rule = load_rules([_rule(query="SELECT 1 WHERE ts > now() - INTERVAL 1 MINUTE")]).rules[0]
+    assert rule.calls_now
