@@ -6,6 +6,7 @@ them: TFLOPs in milli-TFLOPs, VRAM in bytes, percent in milli-percent.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_CEILING, Context, Decimal, localcontext
 from enum import Enum
@@ -167,14 +168,34 @@ def parse_quantity(text: str) -> Quantity:
     return Quantity(value, fmt)
 
 
+@functools.lru_cache(maxsize=8192)
 def format_milli(milli: int) -> str:
     """Canonical decimal text of a value given in thousandths (TFLOPs, percent)."""
-    return _canonical(Decimal(milli).scaleb(-3), QuantityFormat.DECIMAL_SI)
+    if milli % 1000:
+        return f"{milli}m"
+    return _integer_text(milli // 1000)
 
 
+@functools.lru_cache(maxsize=8192)
 def format_bytes(count: int) -> str:
     """Canonical binary text of a byte count ("80Gi", "1536Mi", "512")."""
-    return _canonical(Decimal(count), QuantityFormat.BINARY_SI)
+    if abs(count) >= 1024:
+        for shift, suffix in _BINARY_BY_SHIFT:
+            if count % (1 << shift) == 0:
+                return f"{count >> shift}{suffix}"
+        return str(count)
+    return _integer_text(count)
+
+
+def _integer_text(value: int) -> str:
+    """DecimalSI text of a whole number ("0", "312", "2k", "12M")."""
+    if value == 0:
+        return "0"
+    exponent = 0
+    while exponent < 18 and value % 1000 == 0:
+        value //= 1000
+        exponent += 3
+    return f"{value}{_DECIMAL_BY_EXPONENT[exponent]}"
 
 
 def _round_to_nano(value: Decimal) -> Decimal:

@@ -37,17 +37,31 @@ class PodNativeView:
 
     cluster: NativeCluster
     requirements: PodRequirements
+    token: int
 
     def rejection(self, node: str) -> tuple[str, str] | None:
         """(plugin, reason) of the first native filter that fails."""
-        facts = self.cluster.facts[node]
-        result = self.cluster.plugins.filter(self.requirements, facts, self.cluster.usage[node])
-        return None if result is None else (result.plugin, result.message)
+        return self._outcome(node)[0]
 
     def fit(self, node: str) -> int:
         """NodeResourcesFit score of the pod on the node."""
-        facts = self.cluster.facts[node]
-        return self.cluster.plugins.fit_score(self.requirements, facts, self.cluster.usage[node])
+        return self._outcome(node)[1]
+
+    def _outcome(self, node: str) -> tuple[tuple[str, str] | None, int]:
+        # Both depend only on the pod and on the node's facts and usage, so they are kept
+        # per node until a pod binds to or leaves it.
+        memo = self.cluster.outcomes[node]
+        outcome = memo.get(self.token)
+        if outcome is None:
+            cluster = self.cluster
+            facts, usage = cluster.facts[node], cluster.usage[node]
+            result = cluster.plugins.filter(self.requirements, facts, usage)
+            outcome = (
+                None if result is None else (result.plugin, result.message),
+                cluster.plugins.fit_score(self.requirements, facts, usage),
+            )
+            memo[self.token] = outcome
+        return outcome
 
     def fit_bound(self) -> int:
         """An upper bound of `fit` over every node."""
@@ -63,6 +77,8 @@ class NativeCluster:
     usage: dict[str, NodeUsage] = field(default_factory=dict)
     pods: dict[str, PodRequirements] = field(default_factory=dict)
     bound: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, dict[int, tuple[tuple[str, str] | None, int]]] = field(default_factory=dict)
+    _tokens: dict[int, tuple[PodRequirements, int]] = field(default_factory=dict)
     _names: list[str] = field(default_factory=list)
     _fullest: dict[str, list[tuple[float, int, str]]] = field(default_factory=dict)
     _version: dict[str, int] = field(default_factory=dict)
@@ -125,6 +141,7 @@ class NativeCluster:
         return 0.0
 
     def _track(self, node: str) -> None:
+        self.outcomes[node] = {}
         version = self._version.get(node, 0) + 1
         self._version[node] = version
         usage = self.usage[node]
@@ -147,7 +164,12 @@ class NativeCluster:
 
     def view(self, uid: str) -> PodNativeView:
         """The native view of a compiled pod."""
-        return PodNativeView(self, self.pods[uid])
+        requirements = self.pods[uid]
+        known = self._tokens.get(id(requirements))
+        if known is None or known[0] is not requirements:
+            known = (requirements, len(self._tokens) + 1)
+            self._tokens[id(requirements)] = known
+        return PodNativeView(self, requirements, known[1])
 
     def bind(self, uid: str, node: str) -> None:
         """Count the pod's requests on the node."""

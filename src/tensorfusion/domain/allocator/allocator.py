@@ -5,7 +5,7 @@ Pure and single-threaded: callers serialise access (scheduling.md §3, "one lock
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocation_request import AllocationRequest
@@ -16,7 +16,7 @@ from tensorfusion.domain.allocator.oversubscription import (
     shared_effective_limit,
     virtual_capacity,
 )
-from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaSpec, QuotaUsage, charge_for
+from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaSpec, charge_for
 from tensorfusion.domain.allocator.records import AllocationRecord, NodeState, RecordState
 from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy, PlacementMode
 
@@ -127,18 +127,6 @@ class Allocator:
     def remove_quota(self, namespace: str) -> None:
         """Forget a namespace's quota."""
         self.quotas.pop(namespace, None)
-
-    def gpus_of_pool(self, pool: str) -> Iterator[GPUState]:
-        """GPUs labelled with the pool."""
-        return (g for g in self.gpus.values() if g.pool == pool)
-
-    def virtual_capacity(self, node: NodeState) -> tuple[int, int] | None:
-        """Virtual (TFLOPs, VRAM) of the node, or None when its pool sets no oversubscription."""
-        settings = self._node_oversubscription(node)
-        if settings is None:
-            return None
-        total_tflops, total_vram = node.total_capacity()
-        return virtual_capacity(total_tflops, total_vram, node.ram_bytes, node.disk_bytes, settings)
 
     def node_virtual_figures(self, node: NodeState) -> tuple[int, int, int, int]:
         """(virtual TFLOPs, virtual VRAM, virtual available TFLOPs, virtual available VRAM)."""
@@ -339,8 +327,9 @@ class Allocator:
     ) -> None:
         if sign > 0:
             gpu.holders[uid] = mode
-        else:
-            gpu.holders.pop(uid, None)
+            gpu.whole_holders += mode is IsolationMode.SHARED
+        elif gpu.holders.pop(uid, None) is IsolationMode.SHARED:
+            gpu.whole_holders -= 1
         if self._policy_of(gpu) is not IsolationPolicy.DYNAMIC:
             return
         modes = set(gpu.holders.values())
@@ -395,11 +384,3 @@ class Allocator:
             if settings is not None and settings.oversubscription is not None:
                 return settings.oversubscription
         return None
-
-
-def quota_usage_total(quota: NamespaceQuota) -> QuotaUsage:
-    """Committed plus assumed usage of a namespace."""
-    total = QuotaUsage()
-    total.add(quota.committed)
-    total.add(quota.assumed)
-    return total

@@ -12,6 +12,7 @@ from typing import Final
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.gpu_state import TENSOR_FUSION_USER, GPUState
+from tensorfusion.domain.allocator.oversubscription import Oversubscription, virtual_capacity
 from tensorfusion.domain.allocator.placement import (
     PlacementWeights,
     gpu_level_uses_available,
@@ -113,6 +114,7 @@ class RequestContext:
     percent_quota: bool
     active: tuple[bool, ...]
     indices: frozenset[int]
+    oversubscription: Oversubscription | None = None
     isolation_memo: dict[tuple[object, ...], tuple[int, str] | None] = field(default_factory=dict)
 
     @classmethod
@@ -148,6 +150,7 @@ class RequestContext:
             request=request,
             args=args,
             placement_mode=allocator.pool(request.pool).placement_mode,
+            oversubscription=allocator.pool(request.pool).oversubscription,
             topology=args.topology.with_overrides(request.topology),
             quota_rejection=rejection,
             quota_checked=quota is not None,
@@ -260,7 +263,7 @@ def _gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int
     if mode is IsolationMode.SHARED:
         if not gpu.is_idle():
             return SHARED_WHOLE, "GPU is not idle"
-    elif gpu.holders and gpu.held_whole():
+    elif gpu.whole_holders:
         return RESOURCE, "GPU is held whole by a shared pod"
     need = request.request
     need_tflops = (
@@ -356,12 +359,13 @@ def evaluate_node(
         _reject_at_gpu_stage(ev, count, explain)
     else:
         _node_stages(ctx, node, ev, explain)
-    if explain or (ev.rejected_at is None and node_score is None):
-        _score(ctx, node, ev)
-    elif ev.rejected_at is None and node_score is not None:
-        ev.node_score = node_score
-    if explain:
-        gpu_scores(ctx, ev)
+    if ev.rejected_at is None:
+        if node_score is None or explain:
+            _score(ctx, node, ev)
+        else:
+            ev.node_score = node_score
+        if explain:
+            gpu_scores(ctx, ev)
     if ev.rejected_at is None and (with_topology or ctx.topology.mode is TopologyMode.HARD):
         _topology(ctx, ev)
         rejection = topology_rejection(ev.topology, ctx.topology)
@@ -402,8 +406,12 @@ def _node_stages(ctx: RequestContext, node: NodeState, ev: NodeEvaluation, expla
             ev.rejected_at = "PodIndexBusy"
             ev.message = f"index {index} is held by pending worker {who} on the node"
             return
-    virtual = ctx.allocator.virtual_capacity(node)
-    if virtual is not None:
+    settings = ctx.oversubscription
+    if settings is not None:
+        total_tflops, total_vram = node.total_capacity()
+        virtual = virtual_capacity(
+            total_tflops, total_vram, node.ram_bytes, node.disk_bytes, settings
+        )
         message = _virtual_capacity_failure(ctx, node, ev, virtual)
         if message is not None:
             ev.rejected_at, ev.message = "VirtualCapacity", message

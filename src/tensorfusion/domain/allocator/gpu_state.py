@@ -99,6 +99,7 @@ class GPUState:
     partitions: dict[str, str] = field(default_factory=dict)
     running_apps: dict[tuple[str, str], RunningApp] = field(default_factory=dict)
     holders: dict[str, IsolationMode] = field(default_factory=dict)
+    whole_holders: int = 0
 
     @property
     def effective_tflops(self) -> int:
@@ -131,7 +132,7 @@ class GPUState:
 
     def held_whole(self) -> bool:
         """Whether a shared (whole-card) allocation holds the GPU."""
-        return IsolationMode.SHARED in self.holders.values()
+        return self.whole_holders > 0
 
     def clamp_available(self) -> None:
         """Keep `available` within [0, capacity]."""

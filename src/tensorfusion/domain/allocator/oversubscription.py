@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tensorfusion.domain.allocation_request import AllocationRequest
-from tensorfusion.domain.vocabulary import IsolationMode
 
-__all__ = ["Oversubscription", "effective_limit", "virtual_capacity"]
+__all__ = ["Oversubscription", "effective_limit", "shared_effective_limit", "virtual_capacity"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +41,7 @@ def effective_limit(request: AllocationRequest, gpu_capacities: list[int]) -> tu
     """(TFLOPs milli, VRAM bytes) an allocation counts against virtual capacity.
 
     Per GPU: the limit if non-zero, else the request, times count; a percent value is
-    converted with the first capacity given; a shared allocation counts its GPUs' capacities
-    (then `gpu_capacities` holds (tflops, vram) pairs flattened by the caller, see below).
+    converted with the first of the allocation's GPU TFLOPs capacities.
     """
     first = gpu_capacities[0] if gpu_capacities else 0
     limit, req = request.limit, request.request
@@ -58,8 +56,3 @@ def effective_limit(request: AllocationRequest, gpu_capacities: list[int]) -> tu
 def shared_effective_limit(capacities: list[tuple[int, int]]) -> tuple[int, int]:
     """A shared allocation counts the sum of its GPUs' capacities."""
     return sum(c[0] for c in capacities), sum(c[1] for c in capacities)
-
-
-def is_shared(request: AllocationRequest) -> bool:
-    """Whether the request takes whole cards."""
-    return request.isolation is IsolationMode.SHARED

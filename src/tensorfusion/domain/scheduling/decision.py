@@ -83,43 +83,62 @@ def decide(
 ) -> Decision:
     """Pick the node with the best combined score and its GPUs; nothing is changed."""
     ctx = RequestContext.build(allocator, request, args)
+    return _evaluate_all(ctx, native, candidates, weights, explain=False).decision
+
+
+@dataclass(slots=True)
+class _Evaluated:
+    decision: Decision
+    native_rejections: dict[str, tuple[str, str]]
+    evaluations: dict[str, NodeEvaluation]
+
+
+def _evaluate_all(
+    ctx: RequestContext,
+    native: NativeView,
+    candidates: Iterable[str],
+    weights: ScoreWeights,
+    explain: bool,
+) -> _Evaluated:
+    """Evaluate every candidate node and choose (§7.6); with `explain`, keep every outcome."""
     best: tuple[int, int, str] | None = None
     best_ev: NodeEvaluation | None = None
     best_fit = 0
     rejected: Counter[str] = Counter()
     evaluated = 0
-    nodes = allocator.nodes
-    count = request.count
+    nodes = ctx.allocator.nodes
+    wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
+    native_rejections: dict[str, tuple[str, str]] = {}
+    evaluations: dict[str, NodeEvaluation] = {}
     for name in candidates:
         evaluated += 1
-        node = nodes.get(name)
         native_rejection = native.rejection(name)
         if native_rejection is not None:
             rejected[native_rejection[0]] += 1
+            if explain:
+                native_rejections[name] = native_rejection
             continue
+        node = nodes.get(name)
         if node is None:
             rejected["NodeNotInPool"] += 1
             continue
-        if ctx.quota_rejection is None and not _may_fit(ctx, node, count):
-            rejected[_cheap_reason(ctx, node)] += 1
-            continue
-        ev = evaluate_node(ctx, node)
+        ev = evaluate_node(ctx, node, explain=explain, with_topology=explain)
+        if explain:
+            evaluations[name] = ev
         if ev.rejected_at is not None:
             rejected[ev.rejected_at] += 1
             continue
         fit = native.fit(name)
-        key = (
-            weights.node_resources_fit * fit + weights.gpu_resources_fit * ev.node_score,
-            ev.node_score,
-            name,
-        )
+        key = (wfit * fit + wgpu * ev.node_score, ev.node_score, name)
         if _better(key, best):
             best, best_ev, best_fit = key, ev, fit
     if best is None or best_ev is None:
-        return Decision(None, (), None, unschedulable_message(evaluated, rejected), None, 0, 0,
-                        evaluated)  # fmt: skip
-    gpus, selection = choose_gpus(ctx, best_ev)
-    return Decision(best[2], gpus, selection, None, best_ev, best[0], best_fit, evaluated)
+        message = unschedulable_message(evaluated, rejected)
+        decision = Decision(None, (), None, message, evaluated_nodes=evaluated)
+    else:
+        gpus, selection = choose_gpus(ctx, best_ev)
+        decision = Decision(best[2], gpus, selection, None, best_ev, best[0], best_fit, evaluated)
+    return _Evaluated(decision, native_rejections, evaluations)
 
 
 def decide_indexed(
@@ -150,39 +169,28 @@ def decide_indexed(
     pool = request.pool
     need_vram = request.request.vram_bytes
     wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
-    # Best-first search over candidates keyed (−combined, −node score, name). A key starts
-    # optimistic (fit bound, score bound) and is made exact step by step when the candidate
-    # reaches the top: first the native filters and fit, then the GPU chain (and the node score
-    # where the index only knows a bound). A candidate is chosen once its key is exact and no
-    # unvisited bucket can beat it.
-    heap: list[tuple[int, int, str, int, int]] = []
+    # Best-first search over candidates keyed (−combined, −node score, name). Native filters
+    # and fit are applied as a bucket is opened; the node score is the index's bound, exact
+    # for most nodes, else made exact once the candidate reaches the top. A candidate is
+    # chosen once its key is exact and no unopened bucket can beat it.
+    heap: list[tuple[int, int, str, bool, int]] = []
     buckets = index.ordered(pool, count, need_vram)
     upcoming = next(buckets, None)
     evaluated = 0
-    entries = index.entries(pool)
     exact = index.exact_nodes(pool)
+    rejection, fit_of = native.rejection, native.fit
     while True:
         if heap and (
             upcoming is None or _beats_bucket(heap[0], upcoming[0], wgpu, wfit, fit_bound)
         ):
-            negative, negative_score, name, step, fit = heapq.heappop(heap)
-            if step == _OPTIMISTIC:
-                if native.rejection(name) is not None:
-                    continue
-                fit = native.fit(name)
-                step = _FIT_KNOWN
-                heapq.heappush(
-                    heap, (-(wfit * fit - wgpu * negative_score), negative_score, name, step, fit)
-                )
-                continue
+            negative, negative_score, name, known, fit = heapq.heappop(heap)
             evaluated += 1
-            exact_score = -negative_score if step == _FIT_KNOWN and name in exact else None
-            ev = evaluate_node(ctx, nodes[name], node_score=exact_score)
+            ev = evaluate_node(ctx, nodes[name], node_score=-negative_score if known else None)
             if ev.rejected_at is not None:
                 continue
-            if exact_score is None and step != _EXACT:
+            if not known:
                 combined = wfit * fit + wgpu * ev.node_score
-                heapq.heappush(heap, (-combined, -ev.node_score, name, _EXACT, fit))
+                heapq.heappush(heap, (-combined, -ev.node_score, name, True, fit))
                 continue
             gpus, selection = choose_gpus(ctx, ev)
             return Decision(name, gpus, selection, None, ev, -negative, fit, evaluated)
@@ -190,24 +198,18 @@ def decide_indexed(
             break
         bound, names = upcoming
         upcoming = next(buckets, None)
-        optimistic = -(wfit * fit_bound + wgpu * bound)
         for name in names:
-            if allowed is not None and name not in allowed:
+            if (allowed is not None and name not in allowed) or rejection(name) is not None:
                 continue
-            free = entries[name].free
-            if len(free) < count or free[count - 1] < need_vram:
-                continue
-            heapq.heappush(heap, (optimistic, -bound, name, _OPTIMISTIC, 0))
+            fit = fit_of(name)
+            heapq.heappush(heap, (-(wfit * fit + wgpu * bound), -bound, name, name in exact, fit))
     if not reasons:
         return Decision(None, (), None, None, evaluated_nodes=evaluated)
     return _full_scan(allocator, request, native, allowed, args, weights)
 
 
-_OPTIMISTIC, _FIT_KNOWN, _EXACT = 0, 1, 2
-
-
 def _beats_bucket(
-    top: tuple[int, int, str, int, int], bound: int, wgpu: int, wfit: int, fit_bound: int
+    top: tuple[int, int, str, bool, int], bound: int, wgpu: int, wfit: int, fit_bound: int
 ) -> bool:
     """Whether the best candidate surely outranks every node of buckets at or below `bound`."""
     upper = wgpu * bound + wfit * fit_bound
@@ -229,24 +231,6 @@ def _full_scan(
     return decide(allocator, request, native, names, args, weights)
 
 
-def _may_fit(ctx: RequestContext, node: Any, count: int) -> bool:
-    """Cheap necessary condition: `count` GPUs of the pool with enough effective VRAM."""
-    need = ctx.request.request.vram_bytes
-    pool = ctx.request.pool
-    enough = 0
-    for gpu in node.gpus:
-        if gpu.pool == pool and gpu.available_vram - gpu.assumed_vram >= need:
-            enough += 1
-            if enough >= count:
-                return True
-    return False
-
-
-def _cheap_reason(ctx: RequestContext, node: Any) -> str:
-    """The rejection `evaluate_node` would report for a node `_may_fit` excluded."""
-    return evaluate_node(ctx, node).rejected_at or "GPUResourceFilter"
-
-
 def unschedulable_message(total: int, rejected: Counter[str]) -> str:
     """`0/<n> nodes are available: ` + count per rejection stage, sorted by name."""
     parts = ", ".join(f"{n} {stage}" for stage, n in sorted(rejected.items()))
@@ -264,17 +248,9 @@ def explain(
     """The `request`, `quota`, `result`, `stages`, `skippedStages` and `nodes` of §16.1."""
     ctx = RequestContext.build(allocator, request, args)
     names = sorted(set(candidates))
-    evaluations: dict[str, NodeEvaluation] = {}
-    native_rejections: dict[str, tuple[str, str]] = {}
-    for name in names:
-        rejection = native.rejection(name)
-        if rejection is not None:
-            native_rejections[name] = rejection
-            continue
-        node = allocator.nodes.get(name)
-        if node is not None:
-            evaluations[name] = evaluate_node(ctx, node, explain=True, with_topology=True)
-    decision = decide(allocator, request, native, names, args, weights)
+    outcome = _evaluate_all(ctx, native, names, weights, explain=True)
+    decision, evaluations = outcome.decision, outcome.evaluations
+    native_rejections = outcome.native_rejections
     stages, skipped = _stage_report(ctx, evaluations)
     nodes_json = [
         _node_json(ctx, name, evaluations.get(name), native_rejections.get(name), native,
@@ -399,7 +375,7 @@ def _node_json(
         failure = ev.failures.get(gpu.name)
         gpus.append({
             "gpu": gpu.name,
-            "phase": gpu.phase.value,
+            "phase": gpu.phase,
             "rejectedAt": None if failure is None else GPU_STAGES[failure[0]],
             "reason": None if failure is None else failure[1],
             "nodeLevelScore": ev.node_terms.get(gpu.name) if feasible else None,

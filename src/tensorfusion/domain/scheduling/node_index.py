@@ -10,7 +10,7 @@ where no node has k GPUs with enough free memory is skipped whole.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocator.allocator import Allocator
@@ -83,29 +83,31 @@ class NodeEntry:
 
 @dataclass(slots=True)
 class _Bucket:
-    names: list[str] = field(default_factory=list)
-    # free_by_rank[k] = sorted k-th-largest free VRAM of every node with more than k GPUs.
-    free_by_rank: list[list[int]] = field(default_factory=list)
+    size: int = 0
+    # by_rank[k]: (k+1-th largest free VRAM, node) of every node with more than k GPUs, sorted.
+    by_rank: list[list[tuple[int, str]]] = field(default_factory=list)
 
     def add(self, name: str, free: tuple[int, ...]) -> None:
-        bisect.insort(self.names, name)
-        while len(self.free_by_rank) < len(free):
-            self.free_by_rank.append([])
+        self.size += 1
+        while len(self.by_rank) < len(free):
+            self.by_rank.append([])
         for rank, value in enumerate(free):
-            bisect.insort(self.free_by_rank[rank], value)
+            bisect.insort(self.by_rank[rank], (value, name))
 
     def remove(self, name: str, free: tuple[int, ...]) -> None:
-        del self.names[bisect.bisect_left(self.names, name)]
+        self.size -= 1
         for rank, value in enumerate(free):
-            values = self.free_by_rank[rank]
-            del values[bisect.bisect_left(values, value)]
+            entries = self.by_rank[rank]
+            del entries[bisect.bisect_left(entries, (value, name))]
 
-    def may_hold(self, count: int, vram: int) -> bool:
-        """Whether some node here has `count` GPUs with at least `vram` free each."""
-        if count > len(self.free_by_rank):
-            return False
-        values = self.free_by_rank[count - 1]
-        return bool(values) and values[-1] >= vram
+    def holding(self, count: int, vram: int) -> list[tuple[int, str]]:
+        """(free, node) of the nodes with `count` GPUs of at least `vram` free each."""
+        if count > len(self.by_rank) or count < 1:
+            return []
+        entries = self.by_rank[count - 1]
+        if not entries or entries[-1][0] < vram:
+            return []
+        return entries[bisect.bisect_left(entries, (vram, "")) :]
 
 
 @dataclass(slots=True)
@@ -154,37 +156,22 @@ class NodeScoreIndex:
         touched.clear()
 
     def ordered(self, pool: str, count: int, vram: int) -> Iterator[tuple[int, list[str]]]:
-        """(bound, node names sorted), highest bound first, skipping buckets where no node has
-        `count` GPUs of the pool with `vram` bytes free each."""
+        """(bound, names) from the highest bound down: per bucket, the nodes that have `count`
+        GPUs of the pool with at least `vram` bytes free each (a necessary condition)."""
         buckets = self._pools.get(pool)
         if buckets is None:
             return
         for bound in range(_SCORES - 1, -1, -1):
             bucket = buckets.buckets[bound]
-            if bucket.names and bucket.may_hold(count, vram):
-                yield bound, bucket.names
-
-    def entries(self, pool: str) -> Mapping[str, NodeEntry]:
-        """Each node's bound and free VRAM per GPU of the pool."""
-        buckets = self._pools.get(pool)
-        return {} if buckets is None else buckets.entries
+            if bucket.size:
+                holding = bucket.holding(count, vram)
+                if holding:
+                    yield bound, [name for _, name in holding]
 
     def exact_nodes(self, pool: str) -> Container[str]:
         """Nodes whose bound is their exact node score."""
         buckets = self._pools.get(pool)
         return set() if buckets is None else buckets.exact
-
-    def free_vram(self, pool: str, name: str) -> tuple[int, ...]:
-        """The node's free VRAM per GPU of the pool, largest first."""
-        buckets = self._pools.get(pool)
-        entry = None if buckets is None else buckets.entries.get(name)
-        return () if entry is None else entry.free
-
-    def exact_score(self, pool: str, name: str) -> int | None:
-        """The node's score when the bound is exact, else None."""
-        buckets = self._pools.get(pool)
-        entry = None if buckets is None else buckets.entries.get(name)
-        return entry.bound if entry is not None and entry.exact else None
 
     def _buckets_for(self, pool: str) -> _PoolBuckets:
         buckets = self._pools.get(pool)
@@ -204,4 +191,6 @@ class NodeScoreIndex:
         for pool in pools:
             buckets = self._buckets_for(pool)
             bound, exact = node_score_bound(node, buckets.use_available, self.weights)
-            buckets.place(name, NodeEntry(bound, exact, free_vram_by_rank(node, pool)))
+            entry = NodeEntry(bound, exact, free_vram_by_rank(node, pool))
+            if buckets.entries.get(name) != entry:
+                buckets.place(name, entry)
