@@ -16,15 +16,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import platform
 import random
-import re
 import statistics
+import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchmark_doc import write_section
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore, EmbeddedMetricsStore
 from tensorfusion.alerting.evaluator import AlertEvaluator
 from tensorfusion.alerting.event_sink import LogEventSink
@@ -34,10 +35,6 @@ from tensorfusion.domain.alerting.default_rules import default_rule_set
 from tensorfusion.domain.metrics.line_protocol import encode_row
 from tensorfusion.domain.metrics.rows import MetricRow
 
-ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
-START_MARK = "<!-- bench/alerts.py: start -->"
-END_MARK = "<!-- bench/alerts.py: end -->"
 STEP_MS = 10_000
 
 
@@ -147,31 +144,6 @@ def _usage_rows(count: int, start_ms: int) -> list[MetricRow]:
     ]
 
 
-def _machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} CPUs visible, Python {platform.python_version()}"
-
-
-def _write_doc(section: str) -> None:
-    text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n"
-    block = f"{START_MARK}\n{section}\n{END_MARK}"
-    pattern = re.compile(re.escape(START_MARK) + ".*?" + re.escape(END_MARK), re.DOTALL)
-    text = (
-        pattern.sub(lambda _: block, text)
-        if pattern.search(text)
-        else (text.rstrip("\n") + "\n\n" + block + "\n")
-    )
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     """Run the three measurements and record them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -211,8 +183,7 @@ def main() -> None:
     lines = [
         "## Alert evaluation and metrics ingestion (`bench/alerts.py`)",
         "",
-        f"Run {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} on {_machine()}; one core "
-        f"({pinned}), DuckDB `threads=1`.",
+        f"One core ({pinned}), DuckDB `threads=1`.",
         "",
         "| measurement | result | target |",
         "|---|---|---|",
@@ -233,7 +204,7 @@ def main() -> None:
     section = "\n".join(lines)
     print(section)
     if not args.no_write:
-        _write_doc(section)
+        write_section("alerts", section)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationPolicy, PlacementMode
-from tensorfusion.sim.input_errors import InputError, describe_validation_error, read_yaml
+from tensorfusion.sim.input_errors import load_model
 
 __all__ = ["ClusterFile", "GPUSpec", "HardwareModel", "NodeSpec", "PoolSpec", "load_cluster"]
 
@@ -19,7 +19,7 @@ def _quantity(value: Any) -> str:
     try:
         parse_quantity(text)
     except QuantityError:
-        raise ValueError(f"not a quantity (example: 16Gi, 312, 1500m): {text!r}") from None
+        raise ValueError("not a quantity (examples: 16Gi, 312, 1500m)") from None
     return text
 
 
@@ -129,13 +129,49 @@ class NodeSpec(_Strict):
         return value
 
 
+class QuotaAmounts(_Strict):
+    """TFLOPs, compute percent and VRAM of a quota cap or default (absent = not set)."""
+
+    tflops: QuantityText | None = None
+    compute: QuantityText | None = None
+    vram: QuantityText | None = None
+
+    _check = field_validator("tflops", "compute", "vram", mode="before")(_quantity)
+
+
+class QuotaTotal(_Strict):
+    """`spec.total` of a GPUResourceQuota."""
+
+    requests: QuotaAmounts = Field(default_factory=QuotaAmounts)
+    limits: QuotaAmounts = Field(default_factory=QuotaAmounts)
+    max_workers: int = Field(32768, alias="maxWorkers", ge=0)
+    alert_threshold_percent: int = Field(95, alias="alertThresholdPercent", ge=0, le=100)
+
+
+class QuotaSingle(_Strict):
+    """`spec.single` of a GPUResourceQuota."""
+
+    max_requests: QuotaAmounts = Field(default_factory=QuotaAmounts, alias="maxRequests")
+    max_limits: QuotaAmounts = Field(default_factory=QuotaAmounts, alias="maxLimits")
+    max_gpu_count: int | None = Field(None, alias="maxGPUCount", ge=1, le=128)
+    default_requests: QuotaAmounts = Field(default_factory=QuotaAmounts, alias="defaultRequests")
+    default_limits: QuotaAmounts = Field(default_factory=QuotaAmounts, alias="defaultLimits")
+
+
 class QuotaFile(_Strict):
     """A namespace's GPUResourceQuota (spec of api.md §2.7)."""
 
     namespace: str = Field(min_length=1)
     name: str = "quota"
-    total: dict[str, Any] = Field(default_factory=dict)
-    single: dict[str, Any] = Field(default_factory=dict)
+    total: QuotaTotal = Field(default_factory=QuotaTotal)
+    single: QuotaSingle = Field(default_factory=QuotaSingle)
+
+    def spec(self) -> dict[str, Any]:
+        """The GPUResourceQuota `spec` as JSON."""
+        return {
+            "total": self.total.model_dump(by_alias=True, exclude_none=True),
+            "single": self.single.model_dump(by_alias=True, exclude_none=True),
+        }
 
 
 class ClusterFile(_Strict):
@@ -168,10 +204,4 @@ class ClusterFile(_Strict):
 
 def load_cluster(path: Path) -> ClusterFile:
     """Read and validate a cluster file; InputError names the file, field and value."""
-    data = read_yaml(path, "cluster file")
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: cluster file must be a mapping with nodes, pools and hardware")
-    try:
-        return ClusterFile.model_validate(data)
-    except ValidationError as exc:
-        raise describe_validation_error(path, "cluster", exc) from None
+    return load_model(path, "cluster file", ClusterFile, "a mapping with nodes, pools and hardware")

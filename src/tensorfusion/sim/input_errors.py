@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-__all__ = ["InputError", "describe_validation_error", "read_yaml"]
+__all__ = ["InputError", "describe_validation_error", "load_model", "read_yaml"]
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class InputError(ValueError):
@@ -34,9 +36,31 @@ def describe_validation_error(path: Path, obj: str, exc: ValidationError) -> Inp
     """Turn a pydantic error into one message per problem, naming the field and value."""
     lines = []
     for error in exc.errors():
-        field = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
+        field = ""
+        for part in error["loc"]:
+            if isinstance(part, int):
+                field += f"[{part}]"
+            elif not str(part).startswith("function-"):
+                field += f".{part}" if field else str(part)
         value = error.get("input")
         shown = "" if isinstance(value, dict | list) else f" invalid value {value!r}:"
         message = error["msg"].removeprefix("Value error, ")
-        lines.append(f"{path}: {obj}: {field}:{shown} {message}")
+        lines.append(
+            f"{path}: {obj}: {field}:{shown} {message}" if field else f"{path}: {obj}: {message}"
+        )
     return InputError("\n".join(lines))
+
+
+def load_model(path: Path, what: str, model: type[ModelT], shape: str) -> ModelT:
+    """Read a YAML mapping and validate it as `model`; InputError on any problem.
+
+    `what` names the file in messages ("cluster file"), `shape` says what the top level must
+    hold ("a mapping with nodes, pools and hardware").
+    """
+    data = read_yaml(path, what)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: {what} must be {shape}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise describe_validation_error(path, what.removesuffix(" file"), exc) from None

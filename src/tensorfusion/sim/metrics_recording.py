@@ -22,8 +22,9 @@ from tensorfusion.domain.metrics.recorders import (
     RowSink,
     WorkerFigures,
     WorkerUsageSample,
-    record_interval,
+    snapshot_rows,
 )
+from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.sim.engine import PodOutcome, SimPod
 from tensorfusion.sim.virtual_cluster import VirtualCluster
 
@@ -41,17 +42,26 @@ def _wave(key: str, t: float) -> float:
 
 @dataclass(slots=True)
 class MetricsRecorder:
-    """Writes the tf_* rows of one interval into a row sink (the simulator's DuckDB store)."""
+    """Writes the tf_* rows of each interval into a row sink (the simulator's DuckDB store),
+    in batches: one insert per table per batch instead of per interval."""
 
     sink: RowSink
-    allocation_success: dict[str, int] = field(default_factory=dict)
-    allocation_fail: dict[str, int] = field(default_factory=dict)
+    batch_rows: int = 50_000
     rows_written: int = 0
+    _pending: list[MetricRow] = field(default_factory=list)
 
     def record(self, t: float, cluster: VirtualCluster, pods: Sequence[SimPod]) -> None:
         """Record the cluster at simulated time `t` (seconds)."""
         snapshot = build_snapshot(t, cluster, pods)
-        self.rows_written += record_interval(self.sink, snapshot, SIM_EPOCH_MS + int(t * 1000))
+        self._pending.extend(snapshot_rows(snapshot, SIM_EPOCH_MS + int(t * 1000)))
+        if len(self._pending) >= self.batch_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is pending."""
+        if self._pending:
+            self.rows_written += self.sink.insert_rows(self._pending)
+            self._pending = []
 
 
 def _gpu_figures(allocator: Allocator) -> list[GPUFigures]:

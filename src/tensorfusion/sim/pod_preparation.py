@@ -87,7 +87,7 @@ def quota_objects(cluster: ClusterFile) -> dict[str, dict[str, Any]]:
             "apiVersion": "tensor-fusion.ai/v1",
             "kind": "GPUResourceQuota",
             "metadata": {"name": q.name, "namespace": q.namespace},
-            "spec": {"total": q.total, "single": q.single},
+            "spec": q.spec(),
         }
         for q in cluster.quotas
     }

@@ -131,6 +131,8 @@ def run_simulation(
     except NativeInputError as exc:
         raise InputError(f"workload: {exc}") from None
     alerts: list[dict[str, Any]] = []
+    if recorder is not None:
+        recorder.flush()
     if store is not None:
         replay = replay_alerts(
             default_rule_set().rules, store, SIM_EPOCH_MS,

@@ -12,7 +12,7 @@ from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.quantities import parse_quantity
 from tensorfusion.domain.scheduling.topology import PeerLink
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationPolicy, PlacementMode
-from tensorfusion.sim.cluster_file import ClusterFile, NodeSpec, PoolSpec
+from tensorfusion.sim.cluster_file import ClusterFile, NodeSpec, PoolSpec, QuotaAmounts, QuotaFile
 
 __all__ = ["PolicyOverrides", "VirtualCluster", "build_cluster"]
 
@@ -63,30 +63,26 @@ def _pool_settings(pool: PoolSpec, overrides: PolicyOverrides) -> PoolSettings:
     return PoolSettings(pool.name, mode, settings)
 
 
-def quota_spec(
-    namespace: str, name: str, total: dict[str, Any], single: dict[str, Any]
-) -> QuotaSpec:
-    """A QuotaSpec from the `total` and `single` maps of a GPUResourceQuota spec."""
+def quota_spec(quota: QuotaFile) -> QuotaSpec:
+    """The allocator's view of a cluster file's GPUResourceQuota."""
 
-    def caps(section: dict[str, Any], key: str) -> QuotaCaps:
-        raw = section.get(key) or {}
-        tflops = raw.get("tflops")
-        vram = raw.get("vram")
+    def caps(amounts: QuotaAmounts) -> QuotaCaps:
         return QuotaCaps(
-            tflops=parse_quantity(str(tflops)).milli() if tflops is not None else 0,
-            vram=parse_quantity(str(vram)).ceil() if vram is not None else 0,
+            tflops=parse_quantity(amounts.tflops).milli() if amounts.tflops else 0,
+            vram=parse_quantity(amounts.vram).ceil() if amounts.vram else 0,
         )
 
+    total, single = quota.total, quota.single
     return QuotaSpec(
-        namespace=namespace,
-        name=name,
-        total_requests=caps(total, "requests"),
-        total_limits=caps(total, "limits"),
-        max_workers=int(total.get("maxWorkers", 32768)),
-        single_max_requests=caps(single, "maxRequests"),
-        single_max_limits=caps(single, "maxLimits"),
-        single_max_gpu_count=int(single.get("maxGPUCount", 0) or 0),
-        alert_threshold_percent=int(total.get("alertThresholdPercent", 95)),
+        namespace=quota.namespace,
+        name=quota.name,
+        total_requests=caps(total.requests),
+        total_limits=caps(total.limits),
+        max_workers=total.max_workers,
+        single_max_requests=caps(single.max_requests),
+        single_max_limits=caps(single.max_limits),
+        single_max_gpu_count=single.max_gpu_count or 0,
+        alert_threshold_percent=total.alert_threshold_percent,
     )
 
 
@@ -155,7 +151,7 @@ def build_cluster(cluster: ClusterFile, overrides: PolicyOverrides | None = None
     defaults = sorted(p.name for p in cluster.pools if p.is_default)
     virtual.default_pool = defaults[0] if defaults else None
     for quota in cluster.quotas:
-        allocator.set_quota(quota_spec(quota.namespace, quota.name, quota.total, quota.single))
+        allocator.set_quota(quota_spec(quota))
     for spec in cluster.nodes:
         model = hardware[spec.gpus.model]
         tflops = parse_quantity(model.fp16_tflops).milli()

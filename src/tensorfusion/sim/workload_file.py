@@ -6,9 +6,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tensorfusion.sim.input_errors import InputError, describe_validation_error, read_yaml
+from tensorfusion.domain.scheduling.native import NativeInputError, PodRequirements
+from tensorfusion.sim.input_errors import load_model
 
 __all__ = ["TraceEntry", "WorkloadFile", "load_workload", "parse_seconds"]
 
@@ -57,6 +58,10 @@ class TraceEntry(BaseModel):
             raise ValueError("spec.containers: a pod needs at least one container")
         if not spec["containers"]:
             raise ValueError("spec.containers: a pod needs at least one container")
+        try:
+            PodRequirements.from_pod(pod)
+        except NativeInputError as exc:
+            raise ValueError(str(exc)) from None
         return pod
 
 
@@ -70,10 +75,4 @@ class WorkloadFile(BaseModel):
 
 def load_workload(path: Path) -> WorkloadFile:
     """Read and validate a workload trace; InputError names the file, entry, field and value."""
-    data = read_yaml(path, "workload file")
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: workload file must be a mapping with a `workloads` list")
-    try:
-        return WorkloadFile.model_validate(data)
-    except ValidationError as exc:
-        raise describe_validation_error(path, "workload", exc) from None
+    return load_model(path, "workload file", WorkloadFile, "a mapping with a `workloads` list")

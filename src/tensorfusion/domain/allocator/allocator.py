@@ -226,7 +226,7 @@ class Allocator:
         expired = [
             uid
             for uid, r in self.records.items()
-            if r.state is RecordState.ASSUMED and r.expires_at is not None and r.expires_at <= now
+            if r.state is RecordState.ASSUMED and r.expires_at is not None and r.expires_at < now
         ]
         for uid in expired:
             self.release(uid)

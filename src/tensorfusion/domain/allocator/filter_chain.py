@@ -16,8 +16,9 @@ from tensorfusion.domain.allocator.oversubscription import Oversubscription, vir
 from tensorfusion.domain.allocator.placement import (
     PlacementWeights,
     gpu_level_uses_available,
+    gpu_score,
     node_level_uses_available,
-    score_gpu,
+    node_term,
 )
 from tensorfusion.domain.allocator.quota import (
     charge_for,
@@ -270,14 +271,14 @@ def _gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int
         need.tflops_milli if not need.percent_milli else need.tflops_on(gpu.capacity_tflops)
     )
     eff_tflops = gpu.available_tflops - gpu.assumed_tflops
-    if eff_tflops < need_tflops:
+    if need_tflops and eff_tflops < need_tflops:
         return RESOURCE, (
             f"available tflops {format_milli(eff_tflops)} < request {format_milli(need_tflops)}"
             if explain
             else ""
         )
     eff_vram = gpu.available_vram - gpu.assumed_vram
-    if eff_vram < need.vram_bytes:
+    if need.vram_bytes and eff_vram < need.vram_bytes:
         return RESOURCE, (
             f"available vram {format_bytes(eff_vram)} < request {format_bytes(need.vram_bytes)}"
             if explain
@@ -451,22 +452,11 @@ def _virtual_capacity_failure(
 def _score(ctx: RequestContext, node: NodeState, ev: NodeEvaluation) -> None:
     weights = ctx.args.weights
     node_avail = node_level_uses_available(ctx.placement_mode)
-    total = 0
     terms = ev.node_terms
     for gpu in node.gpus:
-        if ctx.isolation_compatible(gpu) is not None:
-            continue
-        s = score_gpu(
-            gpu.available_tflops - gpu.assumed_tflops,
-            gpu.capacity_tflops,
-            gpu.available_vram - gpu.assumed_vram,
-            gpu.capacity_vram,
-            node_avail,
-            weights,
-        )
-        terms[gpu.name] = s // 4 if gpu.phase is GPUPhase.PENDING else s
-        total += terms[gpu.name]
-    ev.node_score = total // len(terms) if terms else 0
+        if ctx.isolation_compatible(gpu) is None:
+            terms[gpu.name] = node_term(gpu, node_avail, weights)
+    ev.node_score = sum(terms.values()) // len(terms) if terms else 0
 
 
 def gpu_scores(ctx: RequestContext, ev: NodeEvaluation) -> dict[str, int]:
@@ -476,14 +466,7 @@ def gpu_scores(ctx: RequestContext, ev: NodeEvaluation) -> dict[str, int]:
     weights = ctx.args.weights
     use_available = gpu_level_uses_available(ctx.placement_mode)
     for gpu in ev.valid:
-        ev.gpu_scores[gpu.name] = score_gpu(
-            gpu.available_tflops - gpu.assumed_tflops,
-            gpu.capacity_tflops,
-            gpu.available_vram - gpu.assumed_vram,
-            gpu.capacity_vram,
-            use_available,
-            weights,
-        )
+        ev.gpu_scores[gpu.name] = gpu_score(gpu, use_available, weights)
     return ev.gpu_scores
 
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tensorfusion.domain.allocator.gpu_state import GPUState
 from tensorfusion.domain.vocabulary import GPUPhase, PlacementMode
 
 __all__ = [
     "PlacementWeights",
     "gpu_level_uses_available",
+    "gpu_score",
     "node_level_uses_available",
     "node_score",
+    "node_term",
     "normalised_score",
     "score_gpu",
 ]
@@ -51,6 +55,27 @@ def score_gpu(
     if use_available:
         return normalised_score(avail_vram, avail_tflops, weights)
     return normalised_score(100 - avail_vram, 100 - avail_tflops, weights)
+
+
+_remembered_score = functools.lru_cache(maxsize=65536)(score_gpu)
+
+
+def gpu_score(gpu: GPUState, use_available: bool, weights: PlacementWeights) -> int:
+    """S(g) of a GPU from its effective available figures (remembered: values repeat)."""
+    return _remembered_score(
+        gpu.available_tflops - gpu.assumed_tflops,
+        gpu.capacity_tflops,
+        gpu.available_vram - gpu.assumed_vram,
+        gpu.capacity_vram,
+        use_available,
+        weights,
+    )
+
+
+def node_term(gpu: GPUState, use_available: bool, weights: PlacementWeights) -> int:
+    """A GPU's term in its node's score: S(g, node), a quarter for a Pending GPU (§7.3)."""
+    score = gpu_score(gpu, use_available, weights)
+    return score // 4 if gpu.phase is GPUPhase.PENDING else score
 
 
 def node_level_uses_available(mode: PlacementMode) -> bool:

@@ -84,17 +84,18 @@ class _Shape:
         self.template = "".join(parts)
 
 
+# Keyed by (table, tag keys..., "", field keys..., field types...): one flat tuple per row.
 _shapes: dict[tuple[object, ...], _Shape | None] = {}
 _FAST_TYPES: Final = frozenset({float, int, bool})
 
 
 def _shape_for(row: MetricRow) -> _Shape | None:
-    key = (row.table, tuple(row.tags), tuple(row.fields), tuple(map(type, row.fields.values())))
+    fields = row.fields
+    key = (row.table, *row.tags, "", *fields, *map(type, fields.values()))
     shape = _shapes.get(key, _MISSING_SHAPE)
     if shape is _MISSING_SHAPE:
-        field_types = key[3]
-        assert isinstance(field_types, tuple)
-        if row.fields and all(kind in _FAST_TYPES for kind in field_types):
+        field_types = tuple(map(type, fields.values()))
+        if fields and all(kind in _FAST_TYPES for kind in field_types):
             shape = _Shape(
                 row.table, tuple(row.tags), tuple(zip(row.fields, field_types, strict=False))
             )
@@ -122,8 +123,9 @@ def encode_row(row: MetricRow, skipped: set[tuple[str, str]] | None = None) -> s
         if all(tag_values):
             numbers = orjson.dumps(list(row.fields.values()))
             if b"null" not in numbers:
+                cache = _tag_cache
                 return shape.template % (
-                    *map(_escape_tag, tag_values),
+                    *[cache.get(v) or _escape_tag(v) for v in tag_values],
                     *numbers[1:-1].decode("ascii").split(","),
                     row.ts_ms,
                 )

@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from tensorfusion.domain.model.base import Int32, Int64, QuantityValue, WireModel
+from tensorfusion.domain.model.base import Int32, Int64, WireModel
+from tensorfusion.domain.model.capacity import CapacityFigures
 from tensorfusion.domain.model.meta import Condition, KubeObject
 from tensorfusion.domain.model.pool import GPUPoolSpec, PoolPhase
 
@@ -77,7 +78,7 @@ class TensorFusionClusterSpec(WireModel):
     computing_vendor: ComputingVendorConfig | None = None
 
 
-class TensorFusionClusterStatus(WireModel):
+class TensorFusionClusterStatus(CapacityFigures):
     """Observed state of a cluster: sums over its pools."""
 
     phase: PoolPhase = PoolPhase.PENDING
@@ -85,14 +86,6 @@ class TensorFusionClusterStatus(WireModel):
     total_pools: Int32 | None = None
     total_nodes: Int32 | None = None
     total_gpus: Int32 | None = Field(None, alias="totalGPUs")
-    total_tflops: QuantityValue | None = Field(None, alias="totalTFlops")
-    total_vram: QuantityValue | None = Field(None, alias="totalVRAM")
-    virtual_tflops: QuantityValue | None = Field(None, alias="virtualTFlops")
-    virtual_vram: QuantityValue | None = Field(None, alias="virtualVRAM")
-    available_tflops: QuantityValue | None = Field(None, alias="availableTFlops")
-    available_vram: QuantityValue | None = Field(None, alias="availableVRAM")
-    virtual_available_tflops: QuantityValue | None = Field(None, alias="virtualAvailableTFlops")
-    virtual_available_vram: QuantityValue | None = Field(None, alias="virtualAvailableVRAM")
     ready_gpu_pools: list[str] = Field(default_factory=list, alias="readyGPUPools")
     not_ready_gpu_pools: list[str] = Field(default_factory=list, alias="notReadyGPUPools")
     retry_count: Int64 = 0

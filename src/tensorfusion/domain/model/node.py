@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from tensorfusion.domain.model.base import Int32, Int64, QuantityValue, Timestamp, WireModel
+from tensorfusion.domain.model.capacity import CapacityFigures
 from tensorfusion.domain.model.meta import Condition, KubeObject
 from tensorfusion.domain.model.resources import Resource
 from tensorfusion.domain.vocabulary import QoSLevel
@@ -81,18 +82,10 @@ class GPUNodeSpec(WireModel):
     gpu_card_indices: list[int] = Field(default_factory=list, alias="gpuCardIndices")
 
 
-class GPUNodeStatus(WireModel):
+class GPUNodeStatus(CapacityFigures):
     """Observed state of a GPU node: capacity sums over its GPUs and node-agent facts."""
 
     phase: GPUNodePhase = GPUNodePhase.PENDING
-    total_tflops: QuantityValue | None = Field(None, alias="totalTFlops")
-    total_vram: QuantityValue | None = Field(None, alias="totalVRAM")
-    available_tflops: QuantityValue | None = Field(None, alias="availableTFlops")
-    available_vram: QuantityValue | None = Field(None, alias="availableVRAM")
-    virtual_tflops: QuantityValue | None = Field(None, alias="virtualTFlops")
-    virtual_vram: QuantityValue | None = Field(None, alias="virtualVRAM")
-    virtual_available_tflops: QuantityValue | None = Field(None, alias="virtualAvailableTFlops")
-    virtual_available_vram: QuantityValue | None = Field(None, alias="virtualAvailableVRAM")
     total_gpus: Int32 | None = Field(None, alias="totalGPUs")
     managed_gpus: Int32 | None = Field(None, alias="managedGPUs")
     managed_gpu_device_ids: list[str] = Field(default_factory=list, alias="managedGPUDeviceIDs")

@@ -12,12 +12,12 @@ from tensorfusion.domain.model.base import (
     GoDuration,
     Int32,
     PercentInt,
-    QuantityValue,
     Range,
     Timestamp,
     WireFormat,
     WireModel,
 )
+from tensorfusion.domain.model.capacity import CapacityFigures
 from tensorfusion.domain.model.meta import Condition, KubeObject
 from tensorfusion.domain.model.resources import CapacityAmount
 from tensorfusion.domain.model.selectors import LabelSelector, NodeSelector
@@ -313,7 +313,7 @@ class ComponentStatus(WireModel):
     client_update_progress: Int32 | None = None
 
 
-class GPUPoolStatus(WireModel):
+class GPUPoolStatus(CapacityFigures):
     """Observed state of a pool: capacity sums over its GPUNodes."""
 
     cluster: str | None = None
@@ -323,14 +323,6 @@ class GPUPoolStatus(WireModel):
     total_gpus: Int32 | None = Field(None, alias="totalGPUs")
     ready_nodes: Int32 | None = None
     not_ready_nodes: Int32 | None = None
-    total_tflops: QuantityValue | None = Field(None, alias="totalTFlops")
-    total_vram: QuantityValue | None = Field(None, alias="totalVRAM")
-    virtual_tflops: QuantityValue | None = Field(None, alias="virtualTFlops")
-    virtual_vram: QuantityValue | None = Field(None, alias="virtualVRAM")
-    available_tflops: QuantityValue | None = Field(None, alias="availableTFlops")
-    available_vram: QuantityValue | None = Field(None, alias="availableVRAM")
-    virtual_available_tflops: QuantityValue | None = Field(None, alias="virtualAvailableTFlops")
-    virtual_available_vram: QuantityValue | None = Field(None, alias="virtualAvailableVRAM")
     running_apps_cnt: Int32 | None = None
     component_status: ComponentStatus | None = None
     provisioning_phase: ProvisioningPhase = ProvisioningPhase.NONE

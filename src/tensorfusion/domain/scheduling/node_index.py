@@ -17,10 +17,9 @@ from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.placement import (
     PlacementWeights,
     node_level_uses_available,
-    score_gpu,
+    node_term,
 )
 from tensorfusion.domain.allocator.records import NodeState
-from tensorfusion.domain.vocabulary import GPUPhase
 
 __all__ = ["NodeScoreIndex", "node_score_bound"]
 
@@ -42,15 +41,7 @@ def node_score_bound(
     terms = []
     states = set()
     for gpu in node.gpus:
-        s = score_gpu(
-            gpu.available_tflops - gpu.assumed_tflops,
-            gpu.capacity_tflops,
-            gpu.available_vram - gpu.assumed_vram,
-            gpu.capacity_vram,
-            use_available,
-            weights,
-        )
-        terms.append(s // 4 if gpu.phase is GPUPhase.PENDING else s)
+        terms.append(node_term(gpu, use_available, weights))
         states.add(
             (
                 gpu.isolation_policy,
@@ -100,6 +91,13 @@ class _Bucket:
             entries = self.by_rank[rank]
             del entries[bisect.bisect_left(entries, (value, name))]
 
+    def update(self, name: str, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        for rank, (before, after) in enumerate(zip(old, new, strict=True)):
+            if before != after:
+                entries = self.by_rank[rank]
+                del entries[bisect.bisect_left(entries, (before, name))]
+                bisect.insort(entries, (after, name))
+
     def holding(self, count: int, vram: int) -> list[tuple[int, str]]:
         """(free, node) of the nodes with `count` GPUs of at least `vram` free each."""
         if count > len(self.by_rank) or count < 1:
@@ -118,7 +116,22 @@ class _PoolBuckets:
     buckets: list[_Bucket] = field(default_factory=lambda: [_Bucket() for _ in range(_SCORES)])
 
     def place(self, name: str, entry: NodeEntry | None) -> None:
-        old = self.entries.pop(name, None)
+        old = self.entries.get(name)
+        if (
+            old is not None
+            and entry is not None
+            and old.bound == entry.bound
+            and len(old.free) == len(entry.free)
+        ):
+            # Same bucket: move only the ranks whose free VRAM changed.
+            self.entries[name] = entry
+            if entry.exact:
+                self.exact.add(name)
+            else:
+                self.exact.discard(name)
+            self.buckets[entry.bound].update(name, old.free, entry.free)
+            return
+        self.entries.pop(name, None)
         self.exact.discard(name)
         if old is not None:
             self.buckets[old.bound].remove(name, old.free)
