@@ -12,6 +12,7 @@ from typing import Annotated
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tensorfusion.adapters.alertmanager.targets import (
     AlertmanagerAddressError,
@@ -95,7 +96,7 @@ def run(
     try:
         urls = parse_alertmanager_addresses(alert_manager_addr)
     except AlertmanagerAddressError as error:
-        _errors.print(f"error: {error}")
+        _errors.print(f"error: {escape(str(error))}", highlight=False)
         raise typer.Exit(2) from None
     host, port = _listen(listen)
     greptime = None
@@ -154,7 +155,7 @@ def test(
     try:
         result = run_rule_test(rules, fixture)
     except FixtureError as error:
-        _errors.print(f"error: {error}")
+        _errors.print(f"error: {escape(str(error))}", highlight=False)
         raise typer.Exit(2) from None
     report = result.report
     if as_json:
@@ -163,9 +164,9 @@ def test(
         typer.echo(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode())
     else:
         for problem in result.rules.problems:
-            _console.print(f"[red]invalid[/red] {problem}", highlight=False)
+            _console.print(f"[red]invalid[/red] {escape(str(problem))}", highlight=False)
         for warning in [*result.rules.warnings, *report.warnings]:
-            _console.print(f"[yellow]warning[/yellow] {warning}", highlight=False)
+            _console.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False)
         _console.print(
             f"{len(result.rules.rules)} rules, {report.evaluations} evaluations from "
             f"{format_rfc3339_ms(result.start_ms)}",
@@ -175,16 +176,19 @@ def test(
             colour = "red" if event.kind == "firing" else "green"
             _console.print(
                 f"{_offset(event.time_ms, result.start_ms)} [{colour}]{event.kind.upper()}"
-                f"[/{colour}] {event.rule} instance={event.instance}: {event.summary}",
+                f"[/{colour}] {escape(event.rule)} instance={escape(event.instance)}: "
+                f"{escape(event.summary)}",
                 highlight=False,
             )
             if event.description:
-                _console.print(f"    {event.description}", highlight=False)
+                _console.print(f"    {escape(event.description)}", highlight=False)
         if report.still_firing:
             _console.print("still firing at the end:", highlight=False)
             for event in report.still_firing:
-                _console.print(f"  {event.rule} instance={event.instance}", highlight=False)
+                _console.print(
+                    f"  {escape(event.rule)} instance={escape(event.instance)}", highlight=False
+                )
         for message in report.errors:
-            _console.print(f"[red]error[/red] {message}", highlight=False)
+            _console.print(f"[red]error[/red] {escape(message)}", highlight=False)
     if result.rules.problems or report.errors:
         raise typer.Exit(1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 __all__ = ["print_report"]
@@ -15,7 +16,7 @@ def _kv_table(title: str, rows: list[tuple[str, Any]]) -> Table:
     table.add_column(style="bold")
     table.add_column()
     for key, value in rows:
-        table.add_row(key, "-" if value is None else str(value))
+        table.add_row(escape(key), "-" if value is None else escape(str(value)))
     return table
 
 
@@ -43,7 +44,11 @@ def print_report(report: dict[str, Any], console: Console) -> None:
                 ("  placed after waiting", s["placedAfterWaiting"]),
                 ("pending at end", s["pending"]),
                 ("rejected (invalid input)", s["rejected"]),
-                ("mean / p95 wait", f"{s['meanWaitSeconds']} s / {s['p95WaitSeconds']} s"),
+                (
+                    "mean / p95 wait of placed pods",
+                    f"{s['meanWaitSeconds']} s / {s['p95WaitSeconds']} s",
+                ),
+                ("longest wait of a pod still pending", f"{s['longestPendingWaitSeconds']} s"),
                 ("simulated time", f"{s['simulatedSeconds'] / 3600:.2f} h"),
                 ("scheduling decisions", s["decisions"]),
                 ("decisions per second", s["decisionsPerSecond"]),
@@ -72,7 +77,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
     for p in report["pools"]:
         peak = p["peakAllocated"] or {}
         pools.add_row(
-            p["name"],
+            escape(p["name"]),
             p["placementMode"],
             str(p["nodes"]),
             str(p["gpus"]),
@@ -86,7 +91,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         rejected.add_column("pods")
         rejected.add_column("reason")
         for row in report["rejected"]:
-            rejected.add_row(str(row["pods"]), row["reason"])
+            rejected.add_row(str(row["pods"]), escape(row["reason"]))
         console.print(rejected)
     if report["pending"]:
         pending = Table(title="Pending at end of trace", title_justify="left")
@@ -94,7 +99,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         pending.add_column("attempts")
         pending.add_column("last scheduling message")
         for row in report["pending"][:20]:
-            pending.add_row(row["pod"], str(row["attempts"]), row["message"] or "")
+            pending.add_row(escape(row["pod"]), str(row["attempts"]), escape(row["message"] or ""))
         if len(report["pending"]) > 20:
             pending.add_row("...", "", f"{len(report['pending']) - 20} more")
         console.print(pending)
@@ -115,7 +120,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
             table.add_column(column)
         for name, row in sorted(summary.items()):
             table.add_row(
-                name, str(row["severity"]), str(row["fired"]),
+                escape(name), escape(str(row["severity"])), str(row["fired"]),
                 str(len(row["instances"])), str(row["first"] or "-"),
             )  # fmt: skip
         console.print(table)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,7 +12,9 @@ from typing import Annotated, Any
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from tensorfusion.cli.report_view import print_report
 from tensorfusion.domain.allocator.oversubscription import Oversubscription
@@ -21,18 +25,29 @@ from tensorfusion.sim.input_errors import InputError, read_yaml
 from tensorfusion.sim.pod_preparation import PreparationError
 from tensorfusion.sim.runner import SimulationOptions, run_simulation, simulate_schedule
 from tensorfusion.sim.virtual_cluster import PolicyOverrides
-from tensorfusion.sim.workload_file import load_workload
+from tensorfusion.sim.workload_file import load_workload, pod_shape_problem
 
 __all__ = ["simulate", "simulate_schedule_command"]
 
 EXIT_INVALID_INPUT = 2
 PROGRESS_THRESHOLD = 2000
+MIN_SAMPLE_INTERVAL = 1.0
 _MODES = ", ".join(m.value for m in PlacementMode)
 
 
 def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    error = Text("error: ", style="bold red") + Text(message)
+    Console(stderr=True).print(error, highlight=False, soft_wrap=True)
     return typer.Exit(EXIT_INVALID_INPUT)
+
+
+def _writable(path: Path | None, flag: str) -> None:
+    """Fail before a long run rather than after it when an output cannot be written."""
+    if path is None:
+        return
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise InputError(f"{flag} {path}: cannot write there (the folder must exist)")
 
 
 def _placement_mode(value: str | None) -> PlacementMode | None:
@@ -118,8 +133,13 @@ def simulate(
     """Run a workload trace through the scheduler on a virtual GPU cluster and report."""
     console = Console()
     try:
-        if sample_interval <= 0:
-            raise InputError(f"--sample-interval: invalid value {sample_interval}: must be > 0")
+        if not math.isfinite(sample_interval) or sample_interval < MIN_SAMPLE_INTERVAL:
+            raise InputError(
+                f"--sample-interval: invalid value {sample_interval}: must be a number of "
+                f"seconds >= {MIN_SAMPLE_INTERVAL:g}"
+            )
+        _writable(output, "--output")
+        _writable(html, "--html")
         overrides = _overrides(
             placement_mode, tflops_oversell_ratio, vram_expand_to_host_mem,
             vram_expand_to_host_disk, no_oversubscription, pool,
@@ -150,16 +170,25 @@ def simulate(
         print_report(report, console)
     if output is not None:
         output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.print(f"report written to {output}")
+        console.print(f"report written to {escape(str(output))}")
     if html is not None:
         html.write_text(render_html(report), encoding="utf-8")
-        console.print(f"HTML report written to {html}")
+        console.print(f"HTML report written to {escape(str(html))}")
 
 
 def _read_pod(path: Path) -> dict[str, Any]:
-    data = read_yaml(path, "pod manifest") if str(path) != "-" else yaml.safe_load(sys.stdin)
-    if not isinstance(data, dict) or data.get("kind", "Pod") != "Pod":
+    if str(path) == "-":
+        try:
+            data = yaml.safe_load(sys.stdin)
+        except yaml.YAMLError as exc:
+            raise InputError(f"standard input: not valid YAML: {exc}") from None
+    else:
+        data = read_yaml(path, "pod manifest")
+    if not isinstance(data, dict):
         raise InputError(f"{path}: expected one Pod manifest")
+    problem = pod_shape_problem(data)
+    if problem is not None:
+        raise InputError(f"{path}: pod: {problem}")
     return data
 
 

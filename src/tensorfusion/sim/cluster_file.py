@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,10 +18,24 @@ __all__ = ["ClusterFile", "GPUSpec", "HardwareModel", "NodeSpec", "PoolSpec", "l
 def _quantity(value: Any) -> str:
     text = str(value)
     try:
-        parse_quantity(text)
+        quantity = parse_quantity(text)
     except QuantityError:
         raise ValueError("not a quantity (examples: 16Gi, 312, 1500m)") from None
+    if quantity.value < 0:
+        raise ValueError("must not be negative")
     return text
+
+
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _node_name(value: str) -> str:
+    if len(value) > 253 or not _NODE_NAME.match(value):
+        raise ValueError(
+            "must be a DNS subdomain: lower-case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit"
+        )
+    return value
 
 
 QuantityText = Annotated[str, Field(min_length=1)]
@@ -120,6 +135,14 @@ class NodeSpec(_Strict):
 
     _check = field_validator("cpu", "memory", "ephemeral_storage", "host_ram", "data_disk",
                              mode="before")(_quantity)  # fmt: skip
+    _check_name = field_validator("name")(_node_name)
+
+    def node_names(self) -> list[str]:
+        """The node's name, or `<name>-<i>` (zero-padded) for each replica."""
+        if self.replicas == 1:
+            return [self.name]
+        width = len(str(self.replicas - 1))
+        return [f"{self.name}-{i:0{width}d}" for i in range(self.replicas)]
 
     @field_validator("requested", mode="before")
     @classmethod
@@ -186,6 +209,23 @@ class ClusterFile(_Strict):
 
     @model_validator(mode="after")
     def _references(self) -> ClusterFile:
+        _unique("hardware", "model", [h.model for h in self.hardware])
+        _unique("pools", "name", [p.name for p in self.pools])
+        seen: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            for name in node.node_names():
+                if name in seen:
+                    raise ValueError(
+                        f"nodes[{i}] ({node.name}): node name {name!r} is also a node of "
+                        f"nodes[{seen[name]}]; names must be unique"
+                    )
+                seen[name] = i
+            for j, override in enumerate(node.gpus.overrides):
+                if override.index >= node.gpus.count:
+                    raise ValueError(
+                        f"nodes[{i}] ({node.name}).gpus.overrides[{j}].index: invalid value "
+                        f"{override.index}: the node has GPUs 0..{node.gpus.count - 1}"
+                    )
         models = {h.model for h in self.hardware}
         pools = {p.name for p in self.pools}
         for i, node in enumerate(self.nodes):
@@ -200,6 +240,17 @@ class ClusterFile(_Strict):
                     f"not in the hardware table ({', '.join(sorted(models))})"
                 )
         return self
+
+
+def _unique(section: str, key: str, values: list[str]) -> None:
+    seen: dict[str, int] = {}
+    for i, value in enumerate(values):
+        if value in seen:
+            raise ValueError(
+                f"{section}[{i}].{key}: invalid value {value!r}: already used by "
+                f"{section}[{seen[value]}]; must be unique"
+            )
+        seen[value] = i
 
 
 def load_cluster(path: Path) -> ClusterFile:

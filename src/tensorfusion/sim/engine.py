@@ -106,7 +106,7 @@ class Simulation:
         last_event = 0.0
         self._push(0.0, _Event.SAMPLE, -1)
         while self._queue:
-            now, _, kind, index = heapq.heappop(self._queue)
+            now, kind, _, index = heapq.heappop(self._queue)
             if kind == _Event.SAMPLE:
                 self._sample(now)
                 if self._pending_events or self._running:
@@ -141,10 +141,8 @@ class Simulation:
 
     def _load_trace(self) -> None:
         for entry in self.workload.workloads:
-            metadata = entry.pod.get("metadata") or {}
-            namespace = str(metadata.get("namespace") or "default")
-            for i in range(entry.replicas):
-                name = entry.name if entry.replicas == 1 else f"{entry.name}-{i}"
+            namespace = entry.namespace
+            for i, name in enumerate(entry.pod_names()):
                 pod = SimPod(
                     name=name,
                     namespace=namespace,
@@ -161,7 +159,8 @@ class Simulation:
         self._seq += 1
         if kind != _Event.SAMPLE:
             self._pending_events += 1
-        heapq.heappush(self._queue, (at, self._seq, int(kind), index))
+        # Equal times: departures first (they free capacity), then arrivals, then samples.
+        heapq.heappush(self._queue, (at, int(kind), self._seq, index))
 
     # ---- pod lifecycle -------------------------------------------------------------------------
 

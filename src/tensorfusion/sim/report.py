@@ -48,6 +48,7 @@ def build_report(
     outcomes = Counter(p.outcome for p in pods)
     placed = [p for p in pods if p.placed_at is not None]
     waits = [p.placed_at - p.arrival for p in placed if p.placed_at is not None]
+    still_waiting = [result.end_time - p.arrival for p in pods if p.outcome is PodOutcome.WAITING]
     busy = _busy(result.samples)
     rejected_reasons = Counter(p.message or "" for p in pods if p.outcome is PodOutcome.REJECTED)
     pending = [p for p in pods if p.outcome is PodOutcome.WAITING]
@@ -62,11 +63,7 @@ def build_report(
             virtual_tflops += v_tflops
             virtual_vram += v_vram
         settings = allocator.pool(name)
-        peak = max(
-            (p for s in result.samples for p in s.pools if p.pool == name),
-            key=lambda p: p.allocated_vram,
-            default=None,
-        )
+        pool_samples = [p for s in result.samples for p in s.pools if p.pool == name]
         pools.append({
             "name": name,
             "placementMode": settings.placement_mode.value,
@@ -82,11 +79,11 @@ def build_report(
                 "vram": _vram(sum(g.capacity_vram for g in gpus)),
             },
             "virtual": {"tflops": _tflops(virtual_tflops), "vram": _vram(virtual_vram)},
-            "peakAllocated": None if peak is None else {
-                "tflops": _tflops(peak.allocated_tflops),
-                "vram": _vram(peak.allocated_vram),
-                "limitsTflops": _tflops(peak.limits_tflops),
-                "limitsVram": _vram(peak.limits_vram),
+            "peakAllocated": None if not pool_samples else {
+                "tflops": _tflops(max(p.allocated_tflops for p in pool_samples)),
+                "vram": _vram(max(p.allocated_vram for p in pool_samples)),
+                "limitsTflops": _tflops(max(p.limits_tflops for p in pool_samples)),
+                "limitsVram": _vram(max(p.limits_vram for p in pool_samples)),
             },
         })  # fmt: skip
     return {
@@ -102,6 +99,7 @@ def build_report(
             "placedAfterWaiting": sum(1 for w in waits if w > 0),
             "meanWaitSeconds": round(_mean(waits), 3),
             "p95WaitSeconds": round(_percentile(waits, 0.95), 3),
+            "longestPendingWaitSeconds": round(max(still_waiting, default=0.0), 3),
             "simulatedSeconds": round(result.end_time, 3),
             "decisions": result.decisions,
             "decisionsPerSecond": round(result.decisions / result.decision_seconds)

@@ -103,6 +103,15 @@ def _policy(virtual: VirtualCluster, scheduler: _Scheduler) -> dict[str, Any]:
     }
 
 
+def _open_store(options: SimulationOptions) -> DuckDBMetricsStore:
+    try:
+        return DuckDBMetricsStore(options.metrics_db, threads=1)
+    except Exception as exc:  # duckdb raises its own error types for unusable paths
+        raise InputError(
+            f"--metrics-db {options.metrics_db}: cannot open a DuckDB file: {exc}"
+        ) from None
+
+
 def run_simulation(
     cluster: ClusterFile,
     workload: WorkloadFile,
@@ -114,7 +123,7 @@ def run_simulation(
     options = options or SimulationOptions()
     scheduler = _scheduler(cluster, cluster_path)
     virtual = build_cluster(cluster, options.overrides)
-    store = DuckDBMetricsStore(options.metrics_db, threads=1) if options.alerts else None
+    store = _open_store(options) if options.alerts else None
     recorder = MetricsRecorder(store) if store is not None else None
     simulation = Simulation(
         cluster=virtual,
@@ -166,6 +175,14 @@ def simulate_schedule(
     name = str(metadata.get("name") or "pod")
     namespace = str(metadata.get("namespace") or "default")
     uid = str(metadata.get("uid") or f"simulate-{namespace}-{name}")
+    labels_in = metadata.get("labels") or {}
+    if labels_in.get("tensor-fusion.ai/enabled") != "true" and (
+        labels_in.get("tensor-fusion.ai/component") != "worker"
+    ):
+        raise PreparationError(
+            f"pod {namespace}/{name} is not a GPU worker (NotAGPUWorker): it has neither label "
+            f'tensor-fusion.ai/enabled: "true" nor tensor-fusion.ai/component: worker'
+        )
     manifest = pod
     if not mutate:
         labels = dict(metadata.get("labels") or {})

@@ -110,13 +110,6 @@ def _peers(index: int, uuids: list[str], spec: NodeSpec) -> tuple[PeerLink, ...]
     return tuple(PeerLink(uuids[i], 0, NVLINK_BANDWIDTH_MBPS) for i in group if i != index)
 
 
-def _node_names(spec: NodeSpec) -> list[str]:
-    if spec.replicas == 1:
-        return [spec.name]
-    width = len(str(spec.replicas - 1))
-    return [f"{spec.name}-{i:0{width}d}" for i in range(spec.replicas)]
-
-
 def node_object(name: str, spec: NodeSpec) -> dict[str, Any]:
     """The Kubernetes Node object the native filters read."""
     allocatable = {
@@ -158,7 +151,7 @@ def build_cluster(cluster: ClusterFile, overrides: PolicyOverrides | None = None
         vram = parse_quantity(model.vram).ceil()
         overrides_by_index = {o.index: o for o in spec.gpus.overrides}
         isolation = virtual.pools[spec.pool].default_isolation_mode
-        for name in _node_names(spec):
+        for name in spec.node_names():
             virtual.nodes[name] = spec
             virtual.node_objects[name] = node_object(name, spec)
             uuids = [f"gpu-{name}-{i}" for i in range(spec.gpus.count)]

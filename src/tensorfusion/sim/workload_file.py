@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tensorfusion.domain.scheduling.native import NativeInputError, PodRequirements
 from tensorfusion.sim.input_errors import load_model
 
-__all__ = ["TraceEntry", "WorkloadFile", "load_workload", "parse_seconds"]
+__all__ = [
+    "TraceEntry",
+    "WorkloadFile",
+    "load_workload",
+    "parse_seconds",
+    "pod_shape_problem",
+]
 
 _DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
 
@@ -21,8 +28,8 @@ def parse_seconds(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"not a duration (examples: 90, 30s, 5m, 1h30m): {value!r}")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"must not be negative: {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"must be a finite number of seconds >= 0: {value!r}")
         return float(value)
     text = str(value).strip()
     match = _DURATION.match(text)
@@ -51,18 +58,21 @@ class TraceEntry(BaseModel):
     @field_validator("pod")
     @classmethod
     def _pod_shape(cls, pod: dict[str, Any]) -> dict[str, Any]:
-        if pod.get("kind", "Pod") != "Pod":
-            raise ValueError(f"kind must be Pod, got {pod.get('kind')!r}")
-        spec = pod.get("spec")
-        if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
-            raise ValueError("spec.containers: a pod needs at least one container")
-        if not spec["containers"]:
-            raise ValueError("spec.containers: a pod needs at least one container")
-        try:
-            PodRequirements.from_pod(pod)
-        except NativeInputError as exc:
-            raise ValueError(str(exc)) from None
+        problem = pod_shape_problem(pod)
+        if problem is not None:
+            raise ValueError(problem)
         return pod
+
+    def pod_names(self) -> list[str]:
+        """The names of the entry's pods: the entry name, or `<name>-<i>` per replica."""
+        if self.replicas == 1:
+            return [self.name]
+        return [f"{self.name}-{i}" for i in range(self.replicas)]
+
+    @property
+    def namespace(self) -> str:
+        """The pods' namespace (`default` when the manifest has none)."""
+        return str((self.pod.get("metadata") or {}).get("namespace") or "default")
 
 
 class WorkloadFile(BaseModel):
@@ -71,6 +81,47 @@ class WorkloadFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workloads: list[TraceEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_pods(self) -> WorkloadFile:
+        seen: dict[tuple[str, str], int] = {}
+        for i, entry in enumerate(self.workloads):
+            for name in entry.pod_names():
+                key = (entry.namespace, name)
+                if key in seen:
+                    raise ValueError(
+                        f"workloads[{i}] ({entry.name}): pod {key[0]}/{name} is also a pod of "
+                        f"workloads[{seen[key]}]; pod names must be unique per namespace"
+                    )
+                seen[key] = i
+        return self
+
+
+def pod_shape_problem(pod: Any) -> str | None:
+    """What is wrong with the shape of a pod manifest (None when it can be scheduled)."""
+    if not isinstance(pod, dict):
+        return "a pod must be a mapping"
+    if pod.get("kind", "Pod") != "Pod":
+        return f"kind must be Pod, got {pod.get('kind')!r}"
+    metadata = pod.get("metadata", {})
+    if not isinstance(metadata, dict):
+        return "metadata must be a mapping"
+    for key in ("labels", "annotations"):
+        values = metadata.get(key) or {}
+        if not isinstance(values, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in values.items()
+        ):
+            return f'metadata.{key} must map strings to strings (quote values like "true")'
+    spec = pod.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
+        return "spec.containers: a pod needs at least one container"
+    if not spec["containers"]:
+        return "spec.containers: a pod needs at least one container"
+    try:
+        PodRequirements.from_pod(pod)
+    except NativeInputError as exc:
+        return str(exc)
+    return None
 
 
 def load_workload(path: Path) -> WorkloadFile:

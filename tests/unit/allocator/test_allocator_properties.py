@@ -1,7 +1,12 @@
-"""Hypothesis properties of the allocator: no over-commit, exact release, exact rebuild."""
+"""Hypothesis properties of the allocator: no over-commit, exact release, exact rebuild.
+
+Random clusters under both isolation policies go through random sequences of assumptions,
+commits, releases, GPU capacity changes and GPU removals and re-additions.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from hypothesis import given, settings
@@ -13,22 +18,9 @@ from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.records import RecordState
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide
-from tensorfusion.domain.vocabulary import IsolationMode
+from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy
 
-from .builders import gpu, request
-
-
-class AllNodesPass:
-    """A native view under which every node passes with fit 0."""
-
-    def rejection(self, node: str) -> tuple[str, str] | None:
-        return None
-
-    def fit(self, node: str) -> int:
-        return 0
-
-    def fit_bound(self) -> int:
-        return 0
+from .builders import AllNodesPass, gpu, request
 
 
 @dataclass(frozen=True)
@@ -42,25 +34,37 @@ class Op:
     percent: bool
 
 
+ALLOCATING = ("alloc", "assume-only")
 capacities = st.sampled_from([("312", "80Gi"), ("362", "48Gi"), ("100", "16Gi")])
 clusters = st.lists(st.lists(capacities, min_size=1, max_size=4), min_size=1, max_size=4)
-ops = st.lists(
-    st.builds(
-        Op,
-        kind=st.sampled_from(["alloc", "alloc", "alloc", "release", "assume-only"]),
-        index=st.integers(0, 50),
-        tflops=st.integers(0, 400),
-        vram=st.integers(0, 90),
-        count=st.integers(1, 3),
-        isolation=st.sampled_from([IsolationMode.SOFT, IsolationMode.SOFT, IsolationMode.SHARED]),
-        percent=st.booleans(),
-    ),
-    max_size=40,
+policies = st.sampled_from([IsolationPolicy.STATIC, IsolationPolicy.DYNAMIC])
+isolations = st.sampled_from(
+    [IsolationMode.SOFT, IsolationMode.SOFT, IsolationMode.HARD, IsolationMode.SHARED]
 )
 
 
-def build(cluster: list[list[tuple[str, str]]]) -> Allocator:
-    allocator = Allocator()
+def op_lists(kinds: list[str]) -> st.SearchStrategy[list[Op]]:
+    return st.lists(
+        st.builds(
+            Op,
+            kind=st.sampled_from(kinds),
+            index=st.integers(0, 50),
+            tflops=st.integers(0, 400),
+            vram=st.integers(0, 90),
+            count=st.integers(1, 3),
+            isolation=isolations,
+            percent=st.booleans(),
+        ),
+        max_size=40,
+    )
+
+
+lifecycle_ops = op_lists(["alloc", "alloc", "alloc", "release", "assume-only"])
+inventory_ops = op_lists(["alloc", "alloc", "release", "assume-only", "resize", "readd"])
+
+
+def build(cluster: list[list[tuple[str, str]]], policy: IsolationPolicy) -> Allocator:
+    allocator = Allocator(isolation_policy=policy)
     for n, node in enumerate(cluster):
         for g, capacity in enumerate(node):
             allocator.upsert_gpu(gpu(f"gpu-{n}-{g}", f"node-{n}", capacity=capacity))
@@ -79,37 +83,68 @@ def make_request(op: Op, uid: str) -> AllocationRequest:
         isolation=op.isolation,
         percent=str(min(op.tflops, 100) or 1) if op.percent else None,
         namespace="quota-ns" if op.index % 3 == 0 else "default",
+        pod_index=op.index % 4 + 1,
     )
 
 
 def check_invariants(allocator: Allocator) -> None:
+    """Every owned field of every GPU and node equals what the records say."""
+    records = allocator.records.values()
     for g in allocator.gpus.values():
-        assert 0 <= g.available_tflops <= g.capacity_tflops, g
-        assert 0 <= g.available_vram <= g.capacity_vram, g
-        assert g.effective_tflops >= 0 and g.effective_vram >= 0, g
-        committed = [
-            r for r in allocator.records.values()
-            if g.name in r.gpus and r.state is RecordState.COMMITTED
-        ]  # fmt: skip
+        mine = [r for r in records if g.name in r.gpus]
+        committed = [r for r in mine if r.state is RecordState.COMMITTED]
         charged_t = sum(r.charged[r.gpus.index(g.name)][0] for r in committed)
         charged_v = sum(r.charged[r.gpus.index(g.name)][1] for r in committed)
-        assert g.available_tflops == g.capacity_tflops - charged_t
-        assert g.available_vram == g.capacity_vram - charged_v
-        if any(r.request.isolation is IsolationMode.SHARED for r in committed):
-            assert len(committed) == 1
-            assert g.available_tflops == 0 and g.available_vram == 0
+        assert (g.committed_tflops, g.committed_vram) == (charged_t, charged_v)
+        assert g.available_tflops == min(max(g.capacity_tflops - charged_t, 0), g.capacity_tflops)
+        assert g.available_vram == min(max(g.capacity_vram - charged_v, 0), g.capacity_vram)
+        assert 0 <= g.available_tflops <= g.capacity_tflops
+        assert 0 <= g.available_vram <= g.capacity_vram
+        assumed = [r for r in mine if r.state is RecordState.ASSUMED]
+        assert g.assumed_tflops == sum(r.charged[r.gpus.index(g.name)][0] for r in assumed)
+        assert g.assumed_vram == sum(r.charged[r.gpus.index(g.name)][1] for r in assumed)
+        assert g.holders == {r.uid: r.request.isolation for r in mine}
+        shared = [r for r in mine if r.request.isolation is IsolationMode.SHARED]
+        assert g.whole_holders == len(shared)
+        if shared:
+            # A whole card is held by nobody else.
+            assert len(mine) == 1
+        apps = {uid for app in g.running_apps.values() for uid in app.pods}
+        assert apps == {r.uid for r in committed}
+        if allocator.isolation_policy is IsolationPolicy.DYNAMIC:
+            modes = {r.request.isolation for r in mine}
+            assert g.dynamic_isolation_conflict == (len(modes) > 1)
+            expected = next(iter(modes)).value if len(modes) == 1 else ""
+            assert g.active_isolation_mode == expected
     for ns, quota in allocator.quotas.items():
-        workers = sum(1 for r in allocator.records.values() if r.request.namespace == ns)
+        workers = sum(1 for r in records if r.request.namespace == ns)
         assert quota.committed.workers + quota.assumed.workers == workers
         assert workers <= quota.spec.max_workers
+    for node in allocator.nodes.values():
+        on_node = [r for r in records if r.node == node.name]
+        assert node.committed_workers | node.assumed_workers == {r.uid for r in on_node}
+        assert node.limit_tflops == sum(r.effective_limit[0] for r in on_node)
+        assert node.committed_limit_tflops == sum(
+            r.effective_limit[0] for r in on_node if r.state is RecordState.COMMITTED
+        )
 
 
 def run_ops(allocator: Allocator, sequence: list[Op]) -> None:
     live: list[str] = []
     for i, op in enumerate(sequence):
+        names = sorted(allocator.gpus)
         if op.kind == "release" and live:
             allocator.release(live.pop(op.index % len(live)))
-        elif op.kind != "release":
+        elif op.kind == "resize" and names:
+            known = allocator.gpus[names[op.index % len(names)]]
+            fresh = gpu(known.name, known.node, capacity=(str(op.tflops), f"{op.vram}Gi"))
+            allocator.upsert_gpu(fresh)
+        elif op.kind == "readd" and names:
+            known = allocator.gpus[names[op.index % len(names)]]
+            copy = dataclasses.replace(known, holders={}, running_apps={})
+            allocator.remove_gpu(known.name)
+            allocator.upsert_gpu(copy)
+        elif op.kind in ALLOCATING:
             uid = f"pod-{i}"
             req = make_request(op, uid)
             decision = decide(
@@ -128,13 +163,15 @@ def snapshot(allocator: Allocator) -> dict[str, object]:
     return {
         "gpus": {
             n: (g.available_tflops, g.available_vram, g.assumed_tflops, g.assumed_vram,
+                g.committed_tflops, g.committed_vram, dict(g.holders), g.whole_holders,
                 sorted((k, sorted(a.pods)) for k, a in g.running_apps.items()),
                 g.active_isolation_mode, g.dynamic_isolation_conflict)
             for n, g in allocator.gpus.items()
         },
         "nodes": {
             n: (sorted(s.committed_workers), sorted(s.assumed_workers), s.limit_tflops,
-                s.limit_vram, dict(s.pending_indices))
+                s.limit_vram, s.committed_limit_tflops, s.committed_limit_vram,
+                dict(s.pending_indices))
             for n, s in allocator.nodes.items()
         },
         "quotas": {ns: (q.committed, q.assumed) for ns, q in allocator.quotas.items()},
@@ -142,17 +179,27 @@ def snapshot(allocator: Allocator) -> dict[str, object]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(clusters, ops)
-def test_no_gpu_is_ever_over_committed(cluster: list[list[tuple[str, str]]], seq: list[Op]) -> None:
-    run_ops(build(cluster), seq)
+@given(clusters, policies, lifecycle_ops)
+def test_no_gpu_is_ever_over_committed(
+    cluster: list[list[tuple[str, str]]], policy: IsolationPolicy, seq: list[Op]
+) -> None:
+    run_ops(build(cluster, policy), seq)
 
 
 @settings(max_examples=150, deadline=None)
-@given(clusters, ops)
-def test_releasing_everything_restores_the_initial_state(
-    cluster: list[list[tuple[str, str]]], seq: list[Op]
+@given(clusters, policies, inventory_ops)
+def test_owned_fields_follow_the_records_through_capacity_changes_and_readds(
+    cluster: list[list[tuple[str, str]]], policy: IsolationPolicy, seq: list[Op]
 ) -> None:
-    allocator = build(cluster)
+    run_ops(build(cluster, policy), seq)
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters, policies, lifecycle_ops)
+def test_releasing_everything_restores_the_initial_state(
+    cluster: list[list[tuple[str, str]]], policy: IsolationPolicy, seq: list[Op]
+) -> None:
+    allocator = build(cluster, policy)
     initial = snapshot(allocator)
     run_ops(allocator, seq)
     for uid in list(allocator.records):
@@ -161,15 +208,17 @@ def test_releasing_everything_restores_the_initial_state(
 
 
 @settings(max_examples=150, deadline=None)
-@given(clusters, ops)
+@given(clusters, policies, lifecycle_ops)
 def test_rebuild_from_gpu_ids_equals_live_state(
-    cluster: list[list[tuple[str, str]]], seq: list[Op]
+    cluster: list[list[tuple[str, str]]], policy: IsolationPolicy, seq: list[Op]
 ) -> None:
-    live = build(cluster)
+    live = build(cluster, policy)
     run_ops(live, seq)
     for uid in [u for u, r in live.records.items() if r.state is RecordState.ASSUMED]:
         live.release(uid)
-    rebuilt = build(cluster)
+    rebuilt = build(cluster, policy)
     for record in list(live.records.values()):
-        rebuilt.restore(record.request, record.node, record.gpus, now=record.since)
+        restored = rebuilt.restore(record.request, record.node, record.gpus, now=record.since)
+        assert restored is not None
+        restored.pending = record.pending
     assert snapshot(rebuilt) == snapshot(live)

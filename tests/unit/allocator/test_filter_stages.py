@@ -36,7 +36,7 @@ from tensorfusion.domain.vocabulary import (
     TopologyMode,
 )
 
-from .builders import POOL, allocator_with, gpu, request, tflops, vram
+from .builders import POOL, AllNodesPass, allocator_with, gpu, request, tflops, vram
 
 NODE = "node"
 
@@ -122,19 +122,18 @@ def test_quota_check_failure_removes_every_gpu() -> None:
 # ---- stage 1: IsolationPolicy --------------------------------------------------------------
 
 
-def _isolated(
-    name: str,
-    mode: str = "",
-    policy: IsolationPolicy | None = None,
-    active_mode: str = "",
-    conflict: bool = False,
-) -> GPUState:
+def _isolated(name: str, mode: str = "", policy: IsolationPolicy | None = None) -> GPUState:
     state = gpu(name, NODE)
     state.isolation_mode = mode
     state.isolation_policy = policy
+    return state
+
+
+def _lock(allocator: Allocator, name: str, active_mode: str = "", conflict: bool = False) -> None:
+    """Set the allocator-owned Dynamic lock of a GPU (what pods holding it would leave)."""
+    state = allocator.gpus[name]
     state.active_isolation_mode = active_mode
     state.dynamic_isolation_conflict = conflict
-    return state
 
 
 def test_static_policy_keeps_matching_or_unset_mode_and_shared_everywhere() -> None:
@@ -161,8 +160,9 @@ def test_static_policy_removes_other_mode_and_dynamic_gpus() -> None:
 def test_dynamic_policy_keeps_unlocked_or_same_mode_and_inherits_controller_policy() -> None:
     allocator = allocator_with(
         _isolated("inherits"), _isolated("dyn", "hard", IsolationPolicy.DYNAMIC),
-        _isolated("locked-soft", active_mode="soft"),
+        _isolated("locked-soft"),
     )  # fmt: skip
+    _lock(allocator, "locked-soft", "soft")
     allocator.isolation_policy = IsolationPolicy.DYNAMIC
     ev = evaluate(allocator, request("p", ("1", "1Gi")))
     assert [removed_at(ev, g) for g in ("inherits", "dyn", "locked-soft")] == [None] * 3
@@ -170,9 +170,11 @@ def test_dynamic_policy_keeps_unlocked_or_same_mode_and_inherits_controller_poli
 
 def test_dynamic_policy_removes_locked_conflicting_static_and_partitioned() -> None:
     allocator = allocator_with(
-        _isolated("locked-hard", active_mode="hard"), _isolated("conflict", conflict=True),
+        _isolated("locked-hard"), _isolated("conflict"),
         _isolated("static", policy=IsolationPolicy.STATIC), _isolated("free"),
     )  # fmt: skip
+    _lock(allocator, "locked-hard", "hard")
+    _lock(allocator, "conflict", conflict=True)
     allocator.isolation_policy = IsolationPolicy.DYNAMIC
     ev = evaluate(allocator, request("p", ("1", "1Gi")))
     for name in ("locked-hard", "conflict", "static"):
@@ -222,7 +224,6 @@ def test_phase_filter_removes_zero_capacity_gpus(capacity: tuple[str, str]) -> N
     allocator = allocator_with(gpu("zero", NODE, capacity=capacity))
     ev = evaluate(allocator, request("p"))
     assert removed_at(ev, "zero") == "PhaseFilter"
-    assert allocator.gpus["zero"].has_capacity is False
 
 
 # ---- stage 3: GPUIndexFilter ---------------------------------------------------------------
@@ -557,22 +558,11 @@ def test_topology_per_pod_override_turns_hard_mode_on() -> None:
 # ---- chain reporting -----------------------------------------------------------------------
 
 
-class _AllPass:
-    def rejection(self, node: str) -> tuple[str, str] | None:
-        return None
-
-    def fit(self, node: str) -> int:
-        return 0
-
-    def fit_bound(self) -> int:
-        return 0
-
-
 def test_a_stage_that_leaves_no_gpu_ends_the_chain() -> None:
     allocator = allocator_with(gpu("g1", NODE, phase=GPUPhase.PENDING), gpu("g2", NODE))
     allocator.gpus["g2"].used_by = "nvidia-device-plugin"
     body = explain(
-        allocator, request("p", ("1", "1Gi")), _AllPass(), [NODE], GPUSchedulingArgs(),
+        allocator, request("p", ("1", "1Gi")), AllNodesPass(), [NODE], GPUSchedulingArgs(),
         ScoreWeights(1, 5),
     )  # fmt: skip
     assert [s["stage"] for s in body["stages"]] == ["IsolationPolicy", "PhaseFilter"]
@@ -773,8 +763,10 @@ def test_indexed_decision_applies_every_node_stage(req: AllocationRequest, expec
     args = GPUSchedulingArgs(max_worker_per_node=3)
     weights = ScoreWeights(1, 5)
     names = sorted(allocator.nodes)
-    full = decide(allocator, req, _AllPass(), names, args, weights)
-    fast = decide_indexed(NodeScoreIndex(allocator, args.weights), req, _AllPass(), args, weights)
+    full = decide(allocator, req, AllNodesPass(), names, args, weights)
+    fast = decide_indexed(
+        NodeScoreIndex(allocator, args.weights), req, AllNodesPass(), args, weights
+    )
     assert full.node == expected
     assert (fast.node, fast.gpus, fast.combined) == (full.node, full.gpus, full.combined)
 
@@ -784,8 +776,10 @@ def test_indexed_decision_reports_the_same_message_when_nothing_fits() -> None:
     args = GPUSchedulingArgs(max_worker_per_node=3)
     weights = ScoreWeights(1, 5)
     req = request("p", ("10", "1Gi"), limit=("320", "1Gi"), pod_index=5, count=2)
-    full = decide(allocator, req, _AllPass(), sorted(allocator.nodes), args, weights)
-    fast = decide_indexed(NodeScoreIndex(allocator, args.weights), req, _AllPass(), args, weights)
+    full = decide(allocator, req, AllNodesPass(), sorted(allocator.nodes), args, weights)
+    fast = decide_indexed(
+        NodeScoreIndex(allocator, args.weights), req, AllNodesPass(), args, weights
+    )
     assert full.node is None
     assert fast.node is None
     assert fast.message == full.message
@@ -805,12 +799,12 @@ def test_indexed_decision_honours_hard_topology_and_quota() -> None:
     weights = ScoreWeights(1, 5)
     req = request("p", ("10", "1Gi"), count=2)
     index = NodeScoreIndex(allocator, hard.weights)
-    full = decide(allocator, req, _AllPass(), sorted(allocator.nodes), hard, weights)
-    fast = decide_indexed(index, req, _AllPass(), hard, weights)
+    full = decide(allocator, req, AllNodesPass(), sorted(allocator.nodes), hard, weights)
+    fast = decide_indexed(index, req, AllNodesPass(), hard, weights)
     assert full.node == fast.node == "same"
     allocator.set_quota(QuotaSpec("default", "q", single_max_gpu_count=1))
-    full = decide(allocator, req, _AllPass(), sorted(allocator.nodes), hard, weights)
-    fast = decide_indexed(index, req, _AllPass(), hard, weights)
+    full = decide(allocator, req, AllNodesPass(), sorted(allocator.nodes), hard, weights)
+    fast = decide_indexed(index, req, AllNodesPass(), hard, weights)
     assert full.node is None
     assert fast.node is None
     assert fast.message == full.message == "0/2 nodes are available: 2 QuotaCheck."

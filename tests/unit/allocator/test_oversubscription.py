@@ -20,7 +20,7 @@ from tensorfusion.domain.allocator.oversubscription import (
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide
 from tensorfusion.domain.vocabulary import IsolationMode
 
-from .builders import POOL, allocator_with, gpu, request, tflops, vram
+from .builders import POOL, AllNodesPass, allocator_with, gpu, request, tflops, vram
 
 NODE = "node"
 
@@ -200,17 +200,6 @@ def test_without_oversubscription_limits_are_unchecked() -> None:
     assert evaluate(allocator, request("p", ("1", "1Gi"), limit=("10000", "1Ti"))).feasible
 
 
-class _AllPass:
-    def rejection(self, node: str) -> tuple[str, str] | None:
-        return None
-
-    def fit(self, node: str) -> int:
-        return 0
-
-    def fit_bound(self) -> int:
-        return 0
-
-
 def test_placement_is_not_blind_to_oversubscription() -> None:
     # Regression: the reference placed pods whose limits exceed the virtual capacity.
     settings = PoolSettings(POOL, oversubscription=Oversubscription(100, 0, 0))
@@ -218,7 +207,7 @@ def test_placement_is_not_blind_to_oversubscription() -> None:
     allocator.assume(request("held", ("10", "1Gi"), limit=("300", "1Gi")), "node-a", ["a1"], now=0)
     allocator.commit("held", now=0)
     req = request("p", ("1", "1Gi"), limit=("100", "1Gi"))
-    decision = decide(allocator, req, _AllPass(), ["node-a", "node-b"], GPUSchedulingArgs(),
+    decision = decide(allocator, req, AllNodesPass(), ["node-a", "node-b"], GPUSchedulingArgs(),
                       ScoreWeights(1, 5))  # fmt: skip
     # node-a is fuller (CompactFirst-like node score) but its virtual capacity is exhausted
     assert decision.node == "node-b"

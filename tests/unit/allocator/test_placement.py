@@ -10,7 +10,7 @@ from tensorfusion.domain.allocator.filter_chain import (
 )
 from tensorfusion.domain.allocator.placement import (
     PlacementWeights,
-    node_score,
+    node_term,
     normalised_score,
     score_gpu,
 )
@@ -54,7 +54,13 @@ def test_second_vector_node_score_10() -> None:
 
 
 def test_pending_gpu_counts_a_quarter() -> None:
-    assert node_score([(80, GPUPhase.PENDING), (40, GPUPhase.RUNNING)]) == (20 + 40) // 2
+    weights = PlacementWeights(vram=1.0, tflops=0.0)
+    pending = gpu("p", "node", capacity=("100", "100Gi"), phase=GPUPhase.PENDING)
+    pending.available_vram = vram("20Gi")
+    running = gpu("r", "node", capacity=("100", "100Gi"))
+    running.available_vram = vram("60Gi")
+    assert node_term(pending, False, weights) == 80 // 4
+    assert node_term(running, False, weights) == 40
 
 
 def test_score_ties_broken_by_gpu_name() -> None:

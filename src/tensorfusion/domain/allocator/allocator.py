@@ -83,16 +83,15 @@ class Allocator:
         """Add a GPU or copy informer facts onto the known one (never the owned fields)."""
         known = self.gpus.get(gpu.name)
         if known is None:
-            gpu.available_tflops, gpu.available_vram = gpu.capacity_tflops, gpu.capacity_vram
-            gpu.assumed_tflops = gpu.assumed_vram = 0
             self.gpus[gpu.name] = gpu
             node = self.node(gpu.node)
             node.gpus.append(gpu)
             node.gpus.sort(key=lambda g: g.name)
-            self._recompute_available(gpu)
+            self._rebuild_owned(gpu)
         else:
             if known.node != gpu.node:
                 self._detach(known)
+                self.touched_nodes.add(known.node)
                 known.node = gpu.node
                 node = self.node(gpu.node)
                 node.gpus.append(known)
@@ -135,12 +134,12 @@ class Allocator:
         v_tflops, v_vram = virtual_capacity(
             total_tflops, total_vram, node.ram_bytes, node.disk_bytes, settings
         )
-        used_tflops = used_vram = 0
-        for record in self.records.values():
-            if record.node == node.name and record.state is RecordState.COMMITTED:
-                used_tflops += record.effective_limit[0]
-                used_vram += record.effective_limit[1]
-        return v_tflops, v_vram, v_tflops - used_tflops, v_vram - used_vram
+        return (
+            v_tflops,
+            v_vram,
+            v_tflops - node.committed_limit_tflops,
+            v_vram - node.committed_limit_vram,
+        )
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -152,9 +151,14 @@ class Allocator:
         now: float,
         ttl: float = ASSUME_TTL_SECONDS,
     ) -> AllocationRecord:
-        """Record GPUs chosen by `filter` for a pod; they count fully until bound or expired."""
+        """Record GPUs chosen by `filter` for a pod; they count fully until bound or expired.
+
+        An earlier record of the same pod is replaced, but only once the new one is valid.
+        """
+        names = tuple(gpu_names)
+        self._check_gpus(request, node_name, names)
         self.release(request.pod_uid)
-        record = self._make_record(request, node_name, tuple(gpu_names), now, ttl)
+        record = self._make_record(request, node_name, names, now, ttl)
         self._apply(record, sign=1)
         return record
 
@@ -172,13 +176,16 @@ class Allocator:
                 continue
             gpu.assumed_tflops -= tflops
             gpu.assumed_vram -= vram
-            gpu.available_tflops -= tflops
-            gpu.available_vram -= vram
+            gpu.committed_tflops += tflops
+            gpu.committed_vram += vram
+            gpu.settle_available()
             self._update_running_apps(gpu, request, 1)
             self.dirty_gpus.add(name)
         node = self.node(record.node)
         node.assumed_workers.discard(uid)
         node.committed_workers.add(uid)
+        node.committed_limit_tflops += record.effective_limit[0]
+        node.committed_limit_vram += record.effective_limit[1]
         quota = self.quotas.get(request.namespace)
         if quota is not None:
             quota.assumed.add(record.quota, -1)
@@ -192,8 +199,8 @@ class Allocator:
         self, request: AllocationRequest, node_name: str, gpu_names: Iterable[str], now: float
     ) -> AllocationRecord | None:
         """Rebuild a committed record from a bound pod's `gpu-ids`; unknown GPUs are skipped."""
-        names = tuple(n for n in gpu_names if n in self.gpus)
-        if not names:
+        names = tuple(dict.fromkeys(n for n in gpu_names if n in self.gpus))
+        if not names or any(self.gpus[n].node != node_name for n in names):
             return None
         self.release(request.pod_uid)
         record = self._make_record(request, node_name, names, now, None)
@@ -234,6 +241,23 @@ class Allocator:
 
     # ---- internals ---------------------------------------------------------------------------
 
+    def _check_gpus(
+        self, request: AllocationRequest, node_name: str, names: tuple[str, ...]
+    ) -> None:
+        problems = []
+        if len(names) != request.count:
+            problems.append(f"{len(names)} GPUs given for gpu-count {request.count}")
+        if len(set(names)) != len(names):
+            problems.append(f"duplicate GPU names in {list(names)}")
+        unknown = [n for n in names if n not in self.gpus]
+        if unknown:
+            problems.append(f"unknown GPUs {unknown}")
+        elsewhere = [n for n in names if n in self.gpus and self.gpus[n].node != node_name]
+        if elsewhere:
+            problems.append(f"GPUs {elsewhere} are not on node {node_name}")
+        if problems:
+            raise AllocationError(f"pod {request.key}: cannot allocate: {'; '.join(problems)}")
+
     def _make_record(
         self,
         request: AllocationRequest,
@@ -243,9 +267,6 @@ class Allocator:
         ttl: float | None,
     ) -> AllocationRecord:
         gpus = [self.gpus[n] for n in names]
-        missing = [g.name for g in gpus if g.node != node_name]
-        if missing:
-            raise AllocationError(f"GPUs {missing} are not on node {node_name}")
         if request.isolation is IsolationMode.SHARED:
             charged = tuple((g.capacity_tflops, g.capacity_vram) for g in gpus)
             limit = shared_effective_limit(list(charged))
@@ -278,10 +299,9 @@ class Allocator:
             if gpu is None:
                 continue
             if committed:
-                gpu.available_tflops -= sign * tflops
-                gpu.available_vram -= sign * vram
-                if sign < 0:
-                    gpu.clamp_available()
+                gpu.committed_tflops += sign * tflops
+                gpu.committed_vram += sign * vram
+                gpu.settle_available()
                 self._update_running_apps(gpu, request, sign)
             else:
                 gpu.assumed_tflops += sign * tflops
@@ -306,6 +326,9 @@ class Allocator:
             usage.add(record.quota, sign)
         node.limit_tflops += sign * record.effective_limit[0]
         node.limit_vram += sign * record.effective_limit[1]
+        if committed:
+            node.committed_limit_tflops += sign * record.effective_limit[0]
+            node.committed_limit_vram += sign * record.effective_limit[1]
         self.touched_nodes.add(node.name)
 
     def _update_running_apps(self, gpu: GPUState, request: AllocationRequest, sign: int) -> None:
@@ -343,35 +366,35 @@ class Allocator:
     def _policy_of(self, gpu: GPUState) -> IsolationPolicy:
         return gpu.isolation_policy or self.isolation_policy
 
-    def _recompute_available(self, gpu: GPUState) -> None:
-        gpu.available_tflops, gpu.available_vram = gpu.capacity_tflops, gpu.capacity_vram
-        gpu.assumed_tflops = gpu.assumed_vram = 0
+    def _rebuild_owned(self, gpu: GPUState) -> None:
+        """Derive every field the allocator owns on a GPU from the allocation records."""
+        gpu.committed_tflops = gpu.committed_vram = gpu.assumed_tflops = gpu.assumed_vram = 0
+        gpu.holders.clear()
+        gpu.whole_holders = 0
+        gpu.running_apps.clear()
+        gpu.active_isolation_mode, gpu.dynamic_isolation_conflict = "", False
         for record in self.records.values():
             if gpu.name not in record.gpus:
                 continue
             tflops, vram = record.charged[record.gpus.index(gpu.name)]
             if record.state is RecordState.COMMITTED:
-                gpu.available_tflops -= tflops
-                gpu.available_vram -= vram
+                gpu.committed_tflops += tflops
+                gpu.committed_vram += vram
+                self._update_running_apps(gpu, record.request, 1)
             else:
                 gpu.assumed_tflops += tflops
                 gpu.assumed_vram += vram
-        gpu.clamp_available()
+            self._update_isolation_lock(gpu, record.uid, record.request.isolation, 1)
+        gpu.settle_available()
 
     def _copy_facts(self, known: GPUState, fresh: GPUState) -> None:
-        old_tflops, old_vram = known.capacity_tflops, known.capacity_vram
         for attr in (
             "pool", "phase", "used_by", "vendor", "model", "uuid", "index", "numa_node",
             "isolation_mode", "isolation_policy", "capabilities", "peers", "message",
         ):  # fmt: skip
             setattr(known, attr, getattr(fresh, attr))
         known.capacity_tflops, known.capacity_vram = fresh.capacity_tflops, fresh.capacity_vram
-        if old_tflops == 0 or old_vram == 0:
-            self._recompute_available(known)
-        else:
-            known.available_tflops += known.capacity_tflops - old_tflops
-            known.available_vram += known.capacity_vram - old_vram
-            known.clamp_available()
+        known.settle_available()
 
     def _detach(self, gpu: GPUState) -> None:
         node = self.nodes.get(gpu.node)

@@ -12,7 +12,12 @@ from typing import Final
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.gpu_state import TENSOR_FUSION_USER, GPUState
-from tensorfusion.domain.allocator.oversubscription import Oversubscription, virtual_capacity
+from tensorfusion.domain.allocator.oversubscription import (
+    Oversubscription,
+    effective_limit,
+    shared_effective_limit,
+    virtual_capacity,
+)
 from tensorfusion.domain.allocator.placement import (
     PlacementWeights,
     gpu_level_uses_available,
@@ -24,7 +29,6 @@ from tensorfusion.domain.allocator.quota import (
     charge_for,
     check_single,
     check_total,
-    quota_message,
 )
 from tensorfusion.domain.allocator.records import NodeState
 from tensorfusion.domain.quantities import format_bytes, format_milli
@@ -167,13 +171,7 @@ class RequestContext:
 
     def isolation_failure(self, gpu: GPUState) -> tuple[int, str] | None:
         """Stages 1 and 4 for a GPU's isolation state, memoised per distinct state."""
-        key = (
-            gpu.isolation_policy,
-            gpu.isolation_mode,
-            gpu.active_isolation_mode,
-            gpu.dynamic_isolation_conflict,
-            gpu.capabilities,
-        )
+        key = (*gpu.isolation_state(), gpu.capabilities)
         memo = self.isolation_memo
         if key in memo:
             return memo[key]
@@ -207,16 +205,12 @@ class RequestContext:
         return None
 
     def _mode_failure(self, gpu: GPUState) -> str | None:
+        # Stage 4 also restates the Static and Dynamic rules of stage 1 (§4); a GPU that
+        # breaks them never gets here, so only the capabilities remain to check.
         mode = self.request.isolation
         caps = gpu.capabilities
         if caps is not None and not caps.supports(mode):
             return f"capabilities do not support {mode} isolation"
-        policy = gpu.isolation_policy or self.allocator.isolation_policy
-        if policy is IsolationPolicy.DYNAMIC:
-            if gpu.dynamic_isolation_conflict or gpu.active_isolation_mode not in ("", mode):
-                return f"locked to {gpu.active_isolation_mode or 'conflicting'} mode"
-        elif mode is not IsolationMode.SHARED and gpu.isolation_mode not in ("", mode):
-            return f"isolationMode is {gpu.isolation_mode}"
         return None
 
 
@@ -296,21 +290,15 @@ def _gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int
 
 
 def _percent_quota_failure(ctx: RequestContext, gpu: GPUState) -> str | None:
+    """Stage 7: the quota's TFLOPs caps with percent values converted with this GPU."""
     request = ctx.request
     quota = ctx.allocator.quotas.get(request.namespace)
     if quota is None:
         return None
-    spec = quota.spec
     capacity = gpu.capacity_tflops
-    for resource, value, cap in (
-        ("single.maxRequests.tflops", request.request.tflops_on(capacity),
-         spec.single_max_requests.tflops),
-        ("single.maxLimits.tflops", request.limit.tflops_on(capacity),
-         spec.single_max_limits.tflops),
-    ):  # fmt: skip
-        if cap and value > cap:
-            return quota_message(spec.namespace, resource, format_milli(value), format_milli(cap))
-    return check_total(quota, charge_for(request, [capacity] * request.count))
+    return check_single(quota.spec, request, capacity) or check_total(
+        quota, charge_for(request, [capacity] * request.count)
+    )
 
 
 def evaluate_node(
@@ -424,18 +412,11 @@ def _virtual_capacity_failure(
     request = ctx.request
     if request.isolation is IsolationMode.SHARED:
         best = sorted(ev.valid, key=lambda g: (-g.capacity_tflops, g.name))[: request.count]
-        tflops = sum(g.capacity_tflops for g in best)
-        vram = sum(g.capacity_vram for g in best)
+        tflops, vram = shared_effective_limit([(g.capacity_tflops, g.capacity_vram) for g in best])
     else:
+        # A percent value is converted with the largest capacity among the valid GPUs.
         largest = max(g.capacity_tflops for g in ev.valid)
-        limit, req = request.limit, request.request
-        per_gpu = (
-            limit.tflops_on(largest)
-            if (limit.tflops_milli or limit.percent_milli)
-            else req.tflops_on(largest)
-        )
-        tflops = per_gpu * request.count
-        vram = (limit.vram_bytes or req.vram_bytes) * request.count
+        tflops, vram = effective_limit(request, [largest])
     if node.limit_tflops + tflops > virtual[0]:
         return (
             f"limits tflops {format_milli(node.limit_tflops + tflops)} would exceed virtual "

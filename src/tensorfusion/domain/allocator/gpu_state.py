@@ -69,8 +69,11 @@ class RunningApp:
 class GPUState:
     """A GPU as the allocator sees it: informer-copied facts plus the fields it owns.
 
-    Integer units: TFLOPs in milli, VRAM in bytes. `available_*` is capacity minus committed
-    requests; `assumed_*` the sum of assumed requests; effective = available − assumed.
+    Integer units: TFLOPs in milli, VRAM in bytes. `committed_*` is the sum of committed
+    requests, `available_*` = capacity − committed clamped to [0, capacity] (kept in step by
+    `settle_available`), `assumed_*` the sum of assumed requests; effective = available − assumed.
+    Deriving `available` from the sums means a capacity change never loses track of what pods
+    hold, clamped or not.
     """
 
     name: str
@@ -92,6 +95,8 @@ class GPUState:
     message: str = ""
     available_tflops: int = 0
     available_vram: int = 0
+    committed_tflops: int = 0
+    committed_vram: int = 0
     assumed_tflops: int = 0
     assumed_vram: int = 0
     active_isolation_mode: str = ""
@@ -111,15 +116,14 @@ class GPUState:
         """Available VRAM (bytes) after assumed requests."""
         return self.available_vram - self.assumed_vram
 
-    @property
-    def has_capacity(self) -> bool:
-        """False for nil or zero capacity: such GPUs are never candidates."""
-        return self.capacity_tflops > 0 and self.capacity_vram > 0
-
-    @property
-    def schedulable_owner(self) -> bool:
-        """`usedBy` is empty or tensor-fusion."""
-        return self.used_by in ("", TENSOR_FUSION_USER)
+    def isolation_state(self) -> tuple[IsolationPolicy | None, str, str, bool]:
+        """What isolation compatibility (§5.2) depends on."""
+        return (
+            self.isolation_policy,
+            self.isolation_mode,
+            self.active_isolation_mode,
+            self.dynamic_isolation_conflict,
+        )
 
     def is_idle(self) -> bool:
         """No pod holds the GPU, nothing is charged on it and no partitions are allocated."""
@@ -130,11 +134,11 @@ class GPUState:
             and not self.partitions
         )
 
-    def held_whole(self) -> bool:
-        """Whether a shared (whole-card) allocation holds the GPU."""
-        return self.whole_holders > 0
-
-    def clamp_available(self) -> None:
-        """Keep `available` within [0, capacity]."""
-        self.available_tflops = min(max(self.available_tflops, 0), self.capacity_tflops)
-        self.available_vram = min(max(self.available_vram, 0), self.capacity_vram)
+    def settle_available(self) -> None:
+        """`available` = capacity − committed, within [0, capacity]."""
+        self.available_tflops = min(
+            max(self.capacity_tflops - self.committed_tflops, 0), self.capacity_tflops
+        )
+        self.available_vram = min(
+            max(self.capacity_vram - self.committed_vram, 0), self.capacity_vram
+        )

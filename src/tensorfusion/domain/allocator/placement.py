@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tensorfusion.domain.allocator.gpu_state import GPUState
@@ -15,7 +14,6 @@ __all__ = [
     "gpu_level_uses_available",
     "gpu_score",
     "node_level_uses_available",
-    "node_score",
     "node_term",
     "normalised_score",
     "score_gpu",
@@ -86,11 +84,3 @@ def node_level_uses_available(mode: PlacementMode) -> bool:
 def gpu_level_uses_available(mode: PlacementMode) -> bool:
     """Whether the GPU-level score of a mode ranks by available (emptiest first)."""
     return mode is not PlacementMode.COMPACT_FIRST
-
-
-def node_score(terms: Sequence[tuple[int, GPUPhase]]) -> int:
-    """Node score from its GPUs' node-level scores; Pending GPUs count a quarter (§7.3)."""
-    if not terms:
-        return 0
-    total = sum(score // 4 if phase is GPUPhase.PENDING else score for score, phase in terms)
-    return total // len(terms)

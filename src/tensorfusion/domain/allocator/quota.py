@@ -88,17 +88,18 @@ def quota_message(namespace: str, resource: str, requested: str, cap: str) -> st
     )
 
 
-def check_single(spec: QuotaSpec, request: AllocationRequest) -> str | None:
-    """Per-pod caps on absolute values and GPU count; None when they hold."""
+def check_single(
+    spec: QuotaSpec, request: AllocationRequest, capacity_tflops: int = 0
+) -> str | None:
+    """Per-pod caps; None when they hold. Percent values are converted with
+    `capacity_tflops` (0, before a GPU is chosen, leaves them to the per-GPU check)."""
     ns = spec.namespace
     pairs = (
-        (
-            "single.maxRequests.tflops",
-            request.request.tflops_milli,
-            spec.single_max_requests.tflops,
-        ),
-        ("single.maxLimits.tflops", request.limit.tflops_milli, spec.single_max_limits.tflops),
-    )
+        ("single.maxRequests.tflops", request.request.tflops_on(capacity_tflops),
+         spec.single_max_requests.tflops),
+        ("single.maxLimits.tflops", request.limit.tflops_on(capacity_tflops),
+         spec.single_max_limits.tflops),
+    )  # fmt: skip
     for resource, value, cap in pairs:
         if cap and value > cap:
             return quota_message(ns, resource, format_milli(value), format_milli(cap))

@@ -54,6 +54,8 @@ class NodeState:
     disk_bytes: int = 0
     limit_tflops: int = 0
     limit_vram: int = 0
+    committed_limit_tflops: int = 0
+    committed_limit_vram: int = 0
 
     @property
     def workers(self) -> int:

@@ -156,6 +156,10 @@ def decide_indexed(
     best possible fit, cannot reach the best combined score found so far. With
     `reasons=False` an unschedulable pod gets no per-stage message (saving a full scan).
     """
+    if index.weights != args.weights:
+        raise ValueError(
+            f"node index weights {index.weights} differ from the plugin weights {args.weights}"
+        )
     index.sync()
     allocator = index.allocator
     ctx = RequestContext.build(allocator, request, args)

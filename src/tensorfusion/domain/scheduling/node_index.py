@@ -42,14 +42,7 @@ def node_score_bound(
     states = set()
     for gpu in node.gpus:
         terms.append(node_term(gpu, use_available, weights))
-        states.add(
-            (
-                gpu.isolation_policy,
-                gpu.isolation_mode,
-                gpu.active_isolation_mode,
-                gpu.dynamic_isolation_conflict,
-            )
-        )
+        states.add(gpu.isolation_state())
     if len(states) == 1:
         return sum(terms) // len(terms), True
     return max(terms), False
@@ -103,6 +96,9 @@ class _Bucket:
         if count > len(self.by_rank) or count < 1:
             return []
         entries = self.by_rank[count - 1]
+        if vram <= 0:
+            # Nothing to check: even GPUs over-committed by a capacity drop can take the pod.
+            return entries
         if not entries or entries[-1][0] < vram:
             return []
         return entries[bisect.bisect_left(entries, (vram, "")) :]
