@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -19,6 +20,7 @@ from rich.text import Text
 from tensorfusion.cli.report_view import print_report
 from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.vocabulary import PlacementMode
+from tensorfusion.sim.cluster_file import Oversubscription as OversubscriptionFile
 from tensorfusion.sim.cluster_file import load_cluster
 from tensorfusion.sim.html_report import render_html
 from tensorfusion.sim.input_errors import InputError, read_yaml
@@ -31,6 +33,11 @@ __all__ = ["simulate", "simulate_schedule_command"]
 
 EXIT_INVALID_INPUT = 2
 PROGRESS_THRESHOLD = 2000
+_FLAGS = {
+    "tflopsOversellRatio": "--tflops-oversell-ratio",
+    "vramExpandToHostMem": "--vram-expand-to-host-mem",
+    "vramExpandToHostDisk": "--vram-expand-to-host-disk",
+}
 MIN_SAMPLE_INTERVAL = 1.0
 _MODES = ", ".join(m.value for m in PlacementMode)
 
@@ -69,23 +76,30 @@ def _overrides(
     no_oversubscription: bool,
     pool: str | None,
 ) -> PolicyOverrides:
-    checks = (
-        ("--tflops-oversell-ratio", oversell_ratio, 100, 100000),
-        ("--vram-expand-to-host-mem", vram_host_mem, 0, 100),
-        ("--vram-expand-to-host-disk", vram_host_disk, 0, 100),
-    )
-    for flag, value, low, high in checks:
-        if value is not None and not low <= value <= high:
-            raise InputError(f"{flag}: invalid value {value}: must be between {low} and {high}")
+    given = {
+        "tflopsOversellRatio": oversell_ratio,
+        "vramExpandToHostMem": vram_host_mem,
+        "vramExpandToHostDisk": vram_host_disk,
+    }
     over = None
-    if any(v is not None for v in (oversell_ratio, vram_host_mem, vram_host_disk)):
+    if any(v is not None for v in given.values()):
         if no_oversubscription:
             raise InputError("--no-oversubscription cannot be combined with oversubscription flags")
-        base = Oversubscription()
+        # The cluster file's model holds the defaults and the allowed ranges.
+        try:
+            checked = OversubscriptionFile.model_validate(
+                {k: v for k, v in given.items() if v is not None}
+            )
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            flag = _FLAGS[str(error["loc"][0])]
+            raise InputError(
+                f"{flag}: invalid value {error['input']}: {error['msg'].lower()}"
+            ) from None
         over = Oversubscription(
-            oversell_ratio if oversell_ratio is not None else base.tflops_oversell_ratio,
-            vram_host_mem if vram_host_mem is not None else base.vram_expand_to_host_mem,
-            vram_host_disk if vram_host_disk is not None else base.vram_expand_to_host_disk,
+            checked.tflops_oversell_ratio,
+            checked.vram_expand_to_host_mem,
+            checked.vram_expand_to_host_disk,
         )
     return PolicyOverrides(
         placement_mode=_placement_mode(placement_mode),

@@ -3,6 +3,7 @@ assumption lifecycle of §12, one keep and one remove case per stage."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -12,7 +13,7 @@ from tensorfusion.domain.allocation_request import (
     TopologyOverrides,
     percent_to_tflops_milli,
 )
-from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
+from tensorfusion.domain.allocator.allocator import AllocationError, Allocator, PoolSettings
 from tensorfusion.domain.allocator.filter_chain import (
     GPU_STAGES,
     NODE_STAGES,
@@ -808,3 +809,24 @@ def test_indexed_decision_honours_hard_topology_and_quota() -> None:
     assert full.node is None
     assert fast.node is None
     assert fast.message == full.message == "0/2 nodes are available: 2 QuotaCheck."
+
+
+@pytest.mark.parametrize(
+    ("gpus", "problem"),
+    [
+        (["a", "a"], "duplicate GPU names"),
+        (["a", "nope"], "unknown GPUs ['nope']"),
+        (["a", "elsewhere"], "are not on node"),
+        (["a"], "1 GPUs given for gpu-count 2"),
+    ],
+)
+def test_an_invalid_assumption_is_refused_and_keeps_the_earlier_one(
+    gpus: list[str], problem: str
+) -> None:
+    allocator = allocator_with(gpu("a", NODE), gpu("b", NODE), gpu("elsewhere", "other"))
+    req = request("p", ("10", "1Gi"), count=2)
+    allocator.assume(req, NODE, ["a", "b"], now=0)
+    with pytest.raises(AllocationError, match=re.escape(problem)):
+        allocator.assume(req, NODE, gpus, now=1)
+    assert allocator.records["p"].gpus == ("a", "b")
+    assert allocator.gpus["a"].whole_holders == 0

@@ -308,3 +308,12 @@ def test_installing_a_quota_counts_existing_allocations() -> None:
     allocator.set_quota(QuotaSpec(NS, "q2", max_workers=2))
     assert allocator.quotas[NS].committed.workers == 1
     assert quota_rejection(allocator, ml_request("c", ("1", "1Gi"))) is not None
+
+
+def test_removing_a_quota_stops_its_checks() -> None:
+    allocator = allocator_with(gpu("g", "node"))
+    allocator.set_quota(QuotaSpec("ns", "q", total_requests=QuotaCaps(tflops=tflops("1"))))
+    req = request("p", ("10", "1Gi"), namespace="ns")
+    assert RequestContext.build(allocator, req, GPUSchedulingArgs()).quota_rejection is not None
+    allocator.remove_quota("ns")
+    assert RequestContext.build(allocator, req, GPUSchedulingArgs()).quota_rejection is None
