@@ -55,8 +55,8 @@ def build_report(
     allocator = cluster.allocator
     pools = []
     for name in sorted(cluster.pools):
-        gpus = [g for g in allocator.gpus.values() if g.pool == name]
-        nodes = [n for n in allocator.nodes.values() if n.gpus and n.gpus[0].pool == name]
+        gpus = allocator.pool_gpus(name)
+        nodes = [allocator.nodes[n] for n in sorted({g.node for g in gpus})]
         virtual_tflops = virtual_vram = 0
         for node in nodes:
             v_tflops, v_vram, _, _ = allocator.node_virtual_figures(node)

@@ -90,7 +90,10 @@ def make_request(op: Op, uid: str) -> AllocationRequest:
 def check_invariants(allocator: Allocator) -> None:
     """Every owned field of every GPU and node equals what the records say."""
     records = allocator.records.values()
+    members = {name for names in allocator.pool_members.values() for name in names}
+    assert members == set(allocator.gpus)
     for g in allocator.gpus.values():
+        assert g.name in allocator.pool_members[g.pool]
         mine = [r for r in records if g.name in r.gpus]
         committed = [r for r in mine if r.state is RecordState.COMMITTED]
         charged_t = sum(r.charged[r.gpus.index(g.name)][0] for r in committed)
@@ -222,3 +225,15 @@ def test_rebuild_from_gpu_ids_equals_live_state(
         assert restored is not None
         restored.pending = record.pending
     assert snapshot(rebuilt) == snapshot(live)
+
+
+def test_gpus_are_indexed_by_pool_through_moves_and_removals() -> None:
+    allocator = Allocator()
+    allocator.upsert_gpu(gpu("a", "n1", pool="p1"))
+    allocator.upsert_gpu(gpu("b", "n1", pool="p1"))
+    allocator.upsert_gpu(gpu("c", "n2", pool="p2"))
+    allocator.upsert_gpu(gpu("b", "n1", pool="p2"))
+    allocator.remove_gpu("c")
+    assert [g.name for g in allocator.pool_gpus("p1")] == ["a"]
+    assert [g.name for g in allocator.pool_gpus("p2")] == ["b"]
+    assert allocator.pool_gpus("unknown") == []

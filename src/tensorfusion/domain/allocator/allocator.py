@@ -48,6 +48,7 @@ class Allocator:
     pools: dict[str, PoolSettings] = field(default_factory=dict)
     quotas: dict[str, NamespaceQuota] = field(default_factory=dict)
     records: dict[str, AllocationRecord] = field(default_factory=dict)
+    pool_members: dict[str, set[str]] = field(default_factory=dict)
     dirty_gpus: set[str] = field(default_factory=set)
     touched_nodes: set[str] = field(default_factory=set)
 
@@ -62,6 +63,10 @@ class Allocator:
         """Add or replace a pool's settings."""
         self.pools[settings.name] = settings
         self.touched_nodes.update(self.nodes)
+
+    def pool_gpus(self, pool: str) -> list[GPUState]:
+        """The GPUs labelled with the pool, by name."""
+        return [self.gpus[name] for name in sorted(self.pool_members.get(pool, ()))]
 
     def node(self, name: str) -> NodeState:
         """The node's state, created empty on first use."""
@@ -82,6 +87,9 @@ class Allocator:
     def upsert_gpu(self, gpu: GPUState) -> None:
         """Add a GPU or copy informer facts onto the known one (never the owned fields)."""
         known = self.gpus.get(gpu.name)
+        if known is not None and known.pool != gpu.pool:
+            self.pool_members.get(known.pool, set()).discard(gpu.name)
+        self.pool_members.setdefault(gpu.pool, set()).add(gpu.name)
         if known is None:
             self.gpus[gpu.name] = gpu
             node = self.node(gpu.node)
@@ -104,6 +112,7 @@ class Allocator:
         """Drop a GPU from every index."""
         gpu = self.gpus.pop(name, None)
         if gpu is not None:
+            self.pool_members.get(gpu.pool, set()).discard(name)
             self._detach(gpu)
             self.touched_nodes.add(gpu.node)
             self.dirty_gpus.discard(name)
