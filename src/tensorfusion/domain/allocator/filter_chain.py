@@ -120,6 +120,7 @@ class RequestContext:
     active: tuple[bool, ...]
     indices: frozenset[int]
     oversubscription: Oversubscription | None = None
+    plain_static: bool = False
     isolation_memo: dict[tuple[object, ...], tuple[int, str] | None] = field(default_factory=dict)
 
     @classmethod
@@ -156,6 +157,7 @@ class RequestContext:
             args=args,
             placement_mode=allocator.pool(request.pool).placement_mode,
             oversubscription=allocator.pool(request.pool).oversubscription,
+            plain_static=allocator.isolation_policy is IsolationPolicy.STATIC,
             topology=args.topology.with_overrides(request.topology),
             quota_rejection=rejection,
             quota_checked=quota is not None,
@@ -171,7 +173,14 @@ class RequestContext:
 
     def isolation_failure(self, gpu: GPUState) -> tuple[int, str] | None:
         """Stages 1 and 4 for a GPU's isolation state, memoised per distinct state."""
-        key = (*gpu.isolation_state(), gpu.capabilities)
+        # GPUState.isolation_state() plus the capabilities, spelled out: this runs per GPU.
+        key = (
+            gpu.isolation_policy,
+            gpu.isolation_mode,
+            gpu.active_isolation_mode,
+            gpu.dynamic_isolation_conflict,
+            gpu.capabilities,
+        )
         memo = self.isolation_memo
         if key in memo:
             return memo[key]
@@ -239,7 +248,20 @@ class NodeEvaluation:
 def _gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int, str]:
     """First GPU stage (1..9) that removes the GPU, or PASSED."""
     request = ctx.request
-    isolation = ctx.isolation_failure(gpu)
+    mode = request.isolation
+    if ctx.plain_static:
+        # The usual case, decided inline: Static policy, GPU without its own policy or lock.
+        suspect = (
+            (
+                gpu.isolation_policy is not None
+                and gpu.isolation_policy is not IsolationPolicy.STATIC
+            )
+            or (mode is not IsolationMode.SHARED and gpu.isolation_mode not in ("", mode))
+            or (gpu.capabilities is not None and not gpu.capabilities.supports(mode))
+        )
+        isolation = ctx.isolation_failure(gpu) if suspect else None
+    else:
+        isolation = ctx.isolation_failure(gpu)
     if isolation is not None and isolation[0] == ISOLATION_POLICY:
         return isolation
     if gpu.used_by not in ("", TENSOR_FUSION_USER):
@@ -254,7 +276,6 @@ def _gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int
         )
     if isolation is not None:
         return isolation
-    mode = request.isolation
     if mode is IsolationMode.SHARED:
         if not gpu.is_idle():
             return SHARED_WHOLE, "GPU is not idle"
