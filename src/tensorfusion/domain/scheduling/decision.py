@@ -17,7 +17,6 @@ from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.filter_chain import (
     GPU_STAGES,
-    PASSED,
     GPUSchedulingArgs,
     NodeEvaluation,
     RequestContext,
@@ -317,10 +316,9 @@ def _stage_report(
     for name in sorted(evaluations):
         ev = evaluations[name]
         total += len(ev.pool_gpus)
-        for gpu in ev.pool_gpus:
-            failure = ev.failures.get(gpu.name)
-            if failure is not None and failure[0] != PASSED:
-                removed[failure[0]].append({"gpu": gpu.name, "node": name, "reason": failure[1]})
+        # `failures` holds the removed GPUs in GPU order, stage by stage.
+        for gpu_name, (failed_at, reason) in ev.failures.items():
+            removed[failed_at].append({"gpu": gpu_name, "node": name, "reason": reason})
     stages: list[dict[str, Any]] = []
     skipped: list[str] = []
     remaining = total
