@@ -64,7 +64,8 @@ def render_html(report: dict[str, Any]) -> str:
     top_pods = max((max(p["running"], p["waiting"]) for p in timeline), default=1) or 1
     summary = _table(list(report["summary"].items()))
     utilisation = _table(
-        list(report["utilisation"].items()) + list(report["fragmentation"].items())
+        list(report["utilisation"].items())
+        + [(f"fragmentation {key}", value) for key, value in report["fragmentation"].items()]
     )
     pools = "".join(
         f"<h3>Pool {html.escape(p['name'])}</h3>" + _table([
