@@ -13,6 +13,7 @@ from tensorfusion.domain.admission.facts import AdmissionFacts
 from tensorfusion.domain.admission.pipeline import admit
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.model.meta import API_VERSION
 from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.sim.cluster_file import ClusterFile
 
@@ -52,7 +53,7 @@ def pool_objects(cluster: ClusterFile) -> dict[str, dict[str, Any]]:
         if pool.default_qos is not None:
             spec["qosConfig"] = {"defaultQoS": pool.default_qos}
         pools[pool.name] = {
-            "apiVersion": "tensor-fusion.ai/v1",
+            "apiVersion": API_VERSION,
             "kind": "GPUPool",
             "metadata": {
                 "name": pool.name,
@@ -67,7 +68,7 @@ def gpu_objects(cluster: ClusterFile) -> list[dict[str, Any]]:
     """One GPU object per hardware model (what `dedicated-gpu` reads: model and capacity)."""
     return [
         {
-            "apiVersion": "tensor-fusion.ai/v1",
+            "apiVersion": API_VERSION,
             "kind": "GPU",
             "metadata": {"name": f"model-{i}"},
             "status": {
@@ -84,7 +85,7 @@ def quota_objects(cluster: ClusterFile) -> dict[str, dict[str, Any]]:
     """GPUResourceQuota objects by namespace."""
     return {
         q.namespace: {
-            "apiVersion": "tensor-fusion.ai/v1",
+            "apiVersion": API_VERSION,
             "kind": "GPUResourceQuota",
             "metadata": {"name": q.name, "namespace": q.namespace},
             "spec": q.spec(),
@@ -103,21 +104,28 @@ class PodPreparer:
     next_index: int = 1
 
     def prepare(
-        self, manifest: Mapping[str, Any], name: str, namespace: str, uid: str
+        self,
+        manifest: Mapping[str, Any],
+        name: str,
+        namespace: str,
+        uid: str,
+        mutate: bool = True,
     ) -> PreparedPod:
-        """Admit (dry run) and parse; PreparationError carries admission's message."""
+        """Admit (dry run) unless the pod is already a worker or `mutate` is off, then parse
+        the annotations; PreparationError carries admission's or the parser's message."""
         pod = copy.deepcopy(dict(manifest))
         metadata = pod.setdefault("metadata", {})
         metadata["name"], metadata["namespace"], metadata["uid"] = name, namespace, uid
         labels = metadata.get("labels") or {}
+        worker = labels.get(KEYS.component) == "worker"
+        if not worker and labels.get(KEYS.enabled) != "true":
+            raise PreparationError(
+                f"pod {namespace}/{name} is not a GPU worker (NotAGPUWorker): it has neither "
+                f'label {KEYS.enabled}: "true" nor {KEYS.component}: worker'
+            )
         mutated = False
         warnings: list[str] = []
-        if labels.get(KEYS.component) != "worker":
-            if labels.get(KEYS.enabled) != "true":
-                raise PreparationError(
-                    f"pod {namespace}/{name} is not a GPU worker: it has neither label "
-                    f'{KEYS.enabled}: "true" nor {KEYS.component}: worker'
-                )
+        if not worker and mutate:
             decision = admit(pod, self._facts(namespace))
             if not decision.allowed:
                 raise PreparationError(decision.message)

@@ -175,20 +175,7 @@ def simulate_schedule(
     name = str(metadata.get("name") or "pod")
     namespace = str(metadata.get("namespace") or "default")
     uid = str(metadata.get("uid") or f"simulate-{namespace}-{name}")
-    labels_in = metadata.get("labels") or {}
-    if labels_in.get("tensor-fusion.ai/enabled") != "true" and (
-        labels_in.get("tensor-fusion.ai/component") != "worker"
-    ):
-        raise PreparationError(
-            f"pod {namespace}/{name} is not a GPU worker (NotAGPUWorker): it has neither label "
-            f'tensor-fusion.ai/enabled: "true" nor tensor-fusion.ai/component: worker'
-        )
-    manifest = pod
-    if not mutate:
-        labels = dict(metadata.get("labels") or {})
-        labels.setdefault("tensor-fusion.ai/component", "worker")
-        manifest = {**pod, "metadata": {**metadata, "labels": labels}}
-    prepared = _preparer(cluster).prepare(manifest, name, namespace, uid)
+    prepared = _preparer(cluster).prepare(pod, name, namespace, uid, mutate)
     try:
         native.add_pod(uid, prepared.pod)
     except NativeInputError as exc:

@@ -9,6 +9,7 @@ from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
 from tensorfusion.domain.allocator.gpu_state import GPUState
 from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.quantities import parse_quantity
 from tensorfusion.domain.scheduling.topology import PeerLink
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationPolicy, PlacementMode
@@ -117,7 +118,7 @@ def node_object(name: str, spec: NodeSpec) -> dict[str, Any]:
         "memory": spec.memory,
         "pods": str(spec.pods),
         "ephemeral-storage": spec.ephemeral_storage,
-        "tensor-fusion.ai/index_0": "36" if spec.agent_ready else "0",
+        KEYS.index_resource_names[0]: "36" if spec.agent_ready else "0",
     }
     labels = {"kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true", **spec.labels}
     return {

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.scheduling.native import NativeInputError, PodRequirements
 from tensorfusion.sim.input_errors import load_model
 
@@ -20,22 +20,19 @@ __all__ = [
     "pod_shape_problem",
 ]
 
-_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+(?:\.\d+)?)s)?$")
-
 
 def parse_seconds(value: Any) -> float:
-    """Seconds from a number or a duration text such as `90`, `30s`, `5m`, `1h30m`."""
-    if isinstance(value, bool):
+    """Seconds from a number or a Go duration text such as `90s`, `5m`, `1h30m`."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"not a duration (examples: 90, 30s, 5m, 1h30m): {value!r}")
-    if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"must be a finite number of seconds >= 0: {value!r}")
-        return float(value)
-    text = str(value).strip()
-    match = _DURATION.match(text)
-    if not text or match is None or not any(match.groups()):
-        raise ValueError(f"not a duration (examples: 90, 30s, 5m, 1h30m): {value!r}")
-    return int(match["h"] or 0) * 3600 + int(match["m"] or 0) * 60 + float(match["s"] or 0)
+    if isinstance(value, str):
+        try:
+            return parse_go_duration(value.strip()) / 1e9
+        except DurationError:
+            raise ValueError(f"not a duration (examples: 90, 30s, 5m, 1h30m): {value!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"must be a finite number of seconds >= 0: {value!r}")
+    return float(value)
 
 
 class TraceEntry(BaseModel):

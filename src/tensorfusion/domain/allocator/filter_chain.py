@@ -366,9 +366,9 @@ def evaluate_node(
         ev.rejected_at = "InsufficientGPUs"
         ev.message = f"node has {len(pool_gpus)} GPUs of pool {request.pool}, request is {count}"
     elif len(survivors) < count:
-        _reject_at_gpu_stage(ev, count, explain)
+        _reject_at_gpu_stage(ev, count)
     else:
-        _node_stages(ctx, node, ev, explain)
+        _node_stages(ctx, node, ev)
     if ev.rejected_at is None:
         if node_score is None or explain:
             _score(ctx, node, ev)
@@ -384,7 +384,7 @@ def evaluate_node(
     return ev
 
 
-def _reject_at_gpu_stage(ev: NodeEvaluation, count: int, explain: bool) -> None:
+def _reject_at_gpu_stage(ev: NodeEvaluation, count: int) -> None:
     total = len(ev.pool_gpus)
     removed_by_stage = [0] * len(GPU_STAGES)
     for stage, _ in ev.failures.values():
@@ -401,7 +401,7 @@ def _reject_at_gpu_stage(ev: NodeEvaluation, count: int, explain: bool) -> None:
             return
 
 
-def _node_stages(ctx: RequestContext, node: NodeState, ev: NodeEvaluation, explain: bool) -> None:
+def _node_stages(ctx: RequestContext, node: NodeState, ev: NodeEvaluation) -> None:
     request = ctx.request
     if node.hypervisor_index0 is not None and node.hypervisor_index0 <= 0:
         ev.rejected_at = "HypervisorHealth"

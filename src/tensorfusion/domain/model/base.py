@@ -8,7 +8,6 @@ camel-case generator, and fields whose wire name is not plain camel case (``tota
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Final
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError, core_schema
 
+from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.quantities import Quantity, QuantityError, parse_quantity
 
 __all__ = [
@@ -125,11 +125,6 @@ class QuantityAnnotation:
         )
 
 
-_GO_DURATION: Final = re.compile(
-    r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)$"
-)
-
-
 class _GoDurationAnnotation:
     """A Go ``time.Duration`` string (``"30s"``, ``"5m"``, ``"1h30m"``)."""
 
@@ -140,10 +135,12 @@ class _GoDurationAnnotation:
 
     @staticmethod
     def _check(value: str) -> str:
-        if not _GO_DURATION.match(value):
+        try:
+            parse_go_duration(value)
+        except DurationError:
             raise PydanticCustomError(
                 "duration", 'must be a duration such as "30s", "5m" or "1h30m"'
-            )
+            ) from None
         return value
 
 

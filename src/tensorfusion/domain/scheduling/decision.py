@@ -50,10 +50,7 @@ class Decision:
     gpus: tuple[str, ...]
     selection: str | None
     message: str | None
-    evaluation: NodeEvaluation | None = None
     combined: int = 0
-    fit: int = 0
-    evaluated_nodes: int = 0
 
     @property
     def schedulable(self) -> bool:
@@ -102,7 +99,6 @@ def _evaluate_all(
     """Evaluate every candidate node and choose (§7.6); with `explain`, keep every outcome."""
     best: tuple[int, int, str] | None = None
     best_ev: NodeEvaluation | None = None
-    best_fit = 0
     rejected: Counter[str] = Counter()
     evaluated = 0
     nodes = ctx.allocator.nodes
@@ -130,13 +126,13 @@ def _evaluate_all(
         fit = native.fit(name)
         key = (wfit * fit + wgpu * ev.node_score, ev.node_score, name)
         if _better(key, best):
-            best, best_ev, best_fit = key, ev, fit
+            best, best_ev = key, ev
     if best is None or best_ev is None:
         message = unschedulable_message(evaluated, rejected)
-        decision = Decision(None, (), None, message, evaluated_nodes=evaluated)
+        decision = Decision(None, (), None, message)
     else:
         gpus, selection = choose_gpus(ctx, best_ev)
-        decision = Decision(best[2], gpus, selection, None, best_ev, best[0], best_fit, evaluated)
+        decision = Decision(best[2], gpus, selection, None, best[0])
     return _Evaluated(decision, native_rejections, evaluations)
 
 
@@ -179,7 +175,6 @@ def decide_indexed(
     heap: list[tuple[int, int, str, bool, int]] = []
     buckets = index.ordered(pool, count, need_vram)
     upcoming = next(buckets, None)
-    evaluated = 0
     exact = index.exact_nodes(pool)
     rejection, fit_of = native.rejection, native.fit
     while True:
@@ -187,7 +182,6 @@ def decide_indexed(
             upcoming is None or _beats_bucket(heap[0], upcoming[0], wgpu, wfit, fit_bound)
         ):
             negative, negative_score, name, known, fit = heapq.heappop(heap)
-            evaluated += 1
             ev = evaluate_node(ctx, nodes[name], node_score=-negative_score if known else None)
             if ev.rejected_at is not None:
                 continue
@@ -196,7 +190,7 @@ def decide_indexed(
                 heapq.heappush(heap, (-combined, -ev.node_score, name, True, fit))
                 continue
             gpus, selection = choose_gpus(ctx, ev)
-            return Decision(name, gpus, selection, None, ev, -negative, fit, evaluated)
+            return Decision(name, gpus, selection, None, -negative)
         if upcoming is None:
             break
         bound, names = upcoming
@@ -207,7 +201,7 @@ def decide_indexed(
             fit = fit_of(name)
             heapq.heappush(heap, (-(wfit * fit + wgpu * bound), -bound, name, name in exact, fit))
     if not reasons:
-        return Decision(None, (), None, None, evaluated_nodes=evaluated)
+        return Decision(None, (), None, None)
     return _full_scan(allocator, request, native, allowed, args, weights)
 
 
