@@ -26,12 +26,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmark_doc import write_section
+from tensorfusion.adapters.package_data import default_alert_rule_set
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore, EmbeddedMetricsStore
 from tensorfusion.alerting.evaluator import AlertEvaluator
 from tensorfusion.alerting.event_sink import LogEventSink
 from tensorfusion.alerting.state_store import MemoryStateStore
 from tensorfusion.domain.alerting.alerts import AlertNotice
-from tensorfusion.domain.alerting.default_rules import default_rule_set
 from tensorfusion.domain.metrics.line_protocol import encode_row
 from tensorfusion.domain.metrics.rows import MetricRow
 
@@ -101,7 +101,7 @@ async def _rounds(store: DuckDBMetricsStore, rounds: int) -> tuple[list[float], 
     evaluator = AlertEvaluator(
         EmbeddedMetricsStore(store), sink, state_store=MemoryStateStore(), events=LogEventSink()
     )
-    rules = default_rule_set()
+    rules = default_alert_rule_set()
     await evaluator.start(rules, timers=False)
     names = [rule.name for rule in rules.rules]
     timings: list[float] = []

@@ -22,13 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmark_doc import write_section
+from tensorfusion.adapters.package_data import default_scheduler_config
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide_indexed, explain
 from tensorfusion.domain.scheduling.native import NativePlugins, PodRequirements
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import (
-    load_default_scheduler_config,
     read_scheduler_settings,
 )
 from tensorfusion.sim.cluster_file import ClusterFile
@@ -82,7 +82,7 @@ class Harness:
     """The simulator's decision path without the trace machinery."""
 
     def __init__(self, nodes: int, seed: int) -> None:
-        settings = read_scheduler_settings(load_default_scheduler_config())
+        settings = read_scheduler_settings(default_scheduler_config())
         fit = settings.gpu_resources_fit
         self.args = GPUSchedulingArgs(max_worker_per_node=fit.max_worker_per_node)
         self.weights = ScoreWeights(

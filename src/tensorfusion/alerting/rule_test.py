@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
+from tensorfusion.adapters.package_data import default_alert_rule_definitions
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
-from tensorfusion.domain.alerting.default_rules import default_rule_definitions
 from tensorfusion.domain.alerting.durations import DurationError
 from tensorfusion.domain.alerting.replay import ReplayReport, replay_alerts
 from tensorfusion.domain.alerting.rules import RuleSet, load_rules
@@ -165,7 +165,7 @@ def load_fixture(path: Path) -> Fixture:
 def load_rule_file(path: Path) -> RuleSet:
     """Rules from a file: a list, or a mapping with `alertRules` (a config.yaml), or `defaults`."""
     if str(path) == "defaults":
-        return load_rules(default_rule_definitions())
+        return load_rules(default_alert_rule_definitions())
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as error:

@@ -10,8 +10,13 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from tensorfusion.domain.admission.errors import AnnotationError, Problem, invalid_value
-from tensorfusion.domain.admission.parsing import (
+from tensorfusion.domain.allocation_request import (
+    AllocationRequest,
+    ResourceAmount,
+    TopologyOverrides,
+)
+from tensorfusion.domain.annotation_errors import AnnotationError, Problem, invalid_value
+from tensorfusion.domain.annotation_values import (
     InvalidValueError,
     parse_bool,
     parse_enum,
@@ -21,11 +26,6 @@ from tensorfusion.domain.admission.parsing import (
     parse_percent_milli,
     parse_tflops_milli,
     parse_vram_bytes,
-)
-from tensorfusion.domain.allocation_request import (
-    AllocationRequest,
-    ResourceAmount,
-    TopologyOverrides,
 )
 from tensorfusion.domain.annotations import (
     INDEX_MAX,

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorfusion.domain.admission.errors import AnnotationError
 from tensorfusion.domain.admission.facts import AdmissionFacts
 from tensorfusion.domain.admission.pipeline import admit
 from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.annotation_errors import AnnotationError
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.model.meta import API_VERSION
 from tensorfusion.domain.pod_request import request_from_pod

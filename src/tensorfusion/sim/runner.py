@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tensorfusion.adapters.package_data import default_alert_rule_set, default_scheduler_config
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
-from tensorfusion.domain.alerting.default_rules import default_rule_set
 from tensorfusion.domain.alerting.replay import replay_alerts
 from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import explain
@@ -18,7 +18,6 @@ from tensorfusion.domain.scheduling.scheduler_config import (
     SchedulerConfigError,
     SchedulerSettings,
     ScoreWeights,
-    load_default_scheduler_config,
     read_scheduler_settings,
 )
 from tensorfusion.sim.cluster_file import ClusterFile
@@ -59,7 +58,7 @@ class _Scheduler:
 
 
 def _scheduler(cluster: ClusterFile, path: Path) -> _Scheduler:
-    config = cluster.scheduler_config or load_default_scheduler_config()
+    config = cluster.scheduler_config or default_scheduler_config()
     try:
         settings = read_scheduler_settings(config)
     except SchedulerConfigError as exc:
@@ -144,7 +143,7 @@ def run_simulation(
         recorder.flush()
     if store is not None:
         replay = replay_alerts(
-            default_rule_set().rules, store, SIM_EPOCH_MS,
+            default_alert_rule_set().rules, store, SIM_EPOCH_MS,
             SIM_EPOCH_MS + int(result.end_time * 1000) + int(options.sample_interval * 1000),
         )  # fmt: skip
         alerts = [

@@ -11,7 +11,7 @@ from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.quantities import parse_quantity
-from tensorfusion.domain.scheduling.topology import PeerLink
+from tensorfusion.domain.topology import PeerLink
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationPolicy, PlacementMode
 from tensorfusion.sim.cluster_file import ClusterFile, NodeSpec, PoolSpec, QuotaAmounts, QuotaFile
 

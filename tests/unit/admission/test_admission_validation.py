@@ -7,9 +7,9 @@ from collections.abc import Callable
 import pytest
 
 from tensorfusion.domain.admission import AdmissionDecision
-from tensorfusion.domain.admission.errors import AnnotationError, Code, invalid_value, problem
-from tensorfusion.domain.admission.parsing import InvalidValueError, parse_duration
 from tensorfusion.domain.admission.validation import validate_annotations
+from tensorfusion.domain.annotation_errors import AnnotationError, Code, invalid_value, problem
+from tensorfusion.domain.annotation_values import InvalidValueError, parse_duration
 from tensorfusion.domain.annotations import KEYS
 
 from .admission_builders import P, make_pod, resources_ok

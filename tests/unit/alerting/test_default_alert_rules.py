@@ -7,8 +7,11 @@ from pathlib import Path
 
 import yaml
 
+from tensorfusion.adapters.package_data import (
+    default_alert_rule_definitions,
+    default_alert_rule_set,
+)
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
-from tensorfusion.domain.alerting.default_rules import default_rule_definitions, default_rule_set
 from tensorfusion.domain.alerting.replay import replay_alerts
 from tensorfusion.domain.alerting.rules import load_rules
 from tensorfusion.domain.metrics.rows import MetricRow
@@ -19,7 +22,7 @@ START = 1787220000000  # 2026-08-20T10:00:00Z
 
 
 def test_fifteen_valid_rules_with_the_spec_severities() -> None:
-    rules = default_rule_set()
+    rules = default_alert_rule_set()
     assert not rules.problems and not rules.warnings
     assert len(rules.rules) == 15
     assert Counter(rule.severity for rule in rules.rules) == {"P0": 2, "P1": 11, "P2": 2}
@@ -30,7 +33,7 @@ def test_fifteen_valid_rules_with_the_spec_severities() -> None:
 
 def test_the_chart_ships_the_same_rules() -> None:
     values = yaml.safe_load((REPO / "charts/tensor-fusion/values.yaml").read_text())
-    assert values["dynamicConfig"]["alertRules"] == default_rule_definitions()
+    assert values["dynamicConfig"]["alertRules"] == default_alert_rule_definitions()
     assert values["dynamicConfig"]["metricsTTL"] == "30d"
 
 
@@ -134,12 +137,12 @@ def test_every_default_rule_fires_on_duckdb() -> None:
     store = DuckDBMetricsStore(threads=1)
     try:
         store.insert_rows(_data(end))
-        report = replay_alerts(default_rule_set().rules, store, START, end)
+        report = replay_alerts(default_alert_rule_set().rules, store, START, end)
     finally:
         store.close()
     assert report.errors == []
     fired = {event.rule for event in report.events if event.kind == "firing"}
-    assert fired == {rule.name for rule in default_rule_set().rules}
+    assert fired == {rule.name for rule in default_alert_rule_set().rules}
     by_rule = {event.rule: event for event in report.events if event.kind == "firing"}
     assert by_rule["GPUTemperatureHigh"].instance == "gpu-2"
     assert by_rule["GPUTemperatureHigh"].summary == "GPU gpu-2 is overheating on node node-1"

@@ -13,7 +13,7 @@ from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide, decide_indexed
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
-from tensorfusion.domain.scheduling.topology import TopologyArgs
+from tensorfusion.domain.topology import TopologyArgs
 from tensorfusion.domain.vocabulary import (
     GPUPhase,
     IsolationMode,

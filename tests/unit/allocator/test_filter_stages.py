@@ -28,7 +28,7 @@ from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.records import RecordState
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide, decide_indexed, explain
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
-from tensorfusion.domain.scheduling.topology import TopologyArgs
+from tensorfusion.domain.topology import TopologyArgs
 from tensorfusion.domain.vocabulary import (
     GPUPhase,
     IsolationMode,

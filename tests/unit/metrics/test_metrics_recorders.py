@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tensorfusion.adapters.package_data import default_alert_rule_set
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
-from tensorfusion.domain.alerting.default_rules import default_rule_set
 from tensorfusion.domain.alerting.replay import replay_alerts
 from tensorfusion.domain.metrics.recorders import (
     ClusterSnapshot,
@@ -144,7 +144,7 @@ def test_recorded_intervals_feed_the_default_rules() -> None:
     try:
         for step in range(0, 60):
             record_interval(store, _snapshot(step), start + step * 10_000)
-        report = replay_alerts(default_rule_set().rules, store, start, start + 590_000)
+        report = replay_alerts(default_alert_rule_set().rules, store, start, start + 590_000)
     finally:
         store.close()
     fired = {event.rule for event in report.events if event.kind == "firing"}

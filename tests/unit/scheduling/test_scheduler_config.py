@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tensorfusion.adapters.package_data import default_scheduler_config
 from tensorfusion.domain.scheduling.native import (
     NodeResourcesFitArgs,
     ResourceWeight,
@@ -24,7 +25,6 @@ from tensorfusion.domain.scheduling.scheduler_config import (
     extender_stanza,
     find_profile,
     index_resource_names,
-    load_default_scheduler_config,
     read_scheduler_settings,
 )
 from tensorfusion.domain.vocabulary import TopologyMode, TopologySource, UnknownTopologyPolicy
@@ -58,7 +58,7 @@ def derive(config: dict[str, Any], **kwargs: Any) -> tuple[dict[str, Any], list[
 
 
 def test_default_config_settings() -> None:
-    settings = read_scheduler_settings(load_default_scheduler_config())
+    settings = read_scheduler_settings(default_scheduler_config())
     assert settings.scheduler_name == "tensor-fusion-scheduler"
     assert settings.gpu_resources_fit == GPUResourcesFitArgs(256, 0.7, 0.3)
     assert settings.topology == TopologyPluginArgs()
@@ -138,7 +138,7 @@ GOLDEN_DEFAULT: dict[str, Any] = {
 
 
 def test_derive_default_golden() -> None:
-    config = load_default_scheduler_config()
+    config = default_scheduler_config()
     original = copy.deepcopy(config)
     derived, warnings = derive(config)
     assert derived == GOLDEN_DEFAULT
@@ -148,7 +148,7 @@ def test_derive_default_golden() -> None:
 
 def test_derive_out_of_cluster_kubeconfig_and_more_gpu_names() -> None:
     derived, _ = derive(
-        load_default_scheduler_config(),
+        default_scheduler_config(),
         kubeconfig="/tmp/kubeconfig",
         managed_resources=["nvidia.com/gpu", "amd.com/gpu", "nvidia.com/gpu"],
     )
@@ -165,7 +165,7 @@ def test_derive_out_of_cluster_kubeconfig_and_more_gpu_names() -> None:
 
 
 def test_custom_prefix_and_domain() -> None:
-    config = load_default_scheduler_config()
+    config = default_scheduler_config()
     config["profiles"][0]["schedulerName"] = "acme-scheduler"
     settings = read_scheduler_settings(config, prefix="acme")
     assert settings.scheduler_name == "acme-scheduler"
@@ -436,7 +436,7 @@ def test_bad_weight_and_extension_point() -> None:
 
 
 def test_user_extenders_rejected() -> None:
-    config = load_default_scheduler_config()
+    config = default_scheduler_config()
     config["extenders"] = [{"urlPrefix": "http://elsewhere"}]
     with pytest.raises(SchedulerConfigError) as info:
         derive(config)
@@ -447,14 +447,14 @@ def test_user_extenders_rejected() -> None:
 
 
 def test_empty_extenders_list_is_fine() -> None:
-    config = load_default_scheduler_config()
+    config = default_scheduler_config()
     config["extenders"] = []
     derived, _ = derive(config)
     assert len(derived["extenders"]) == 1
 
 
 def test_other_profiles_dropped_with_warning() -> None:
-    config = load_default_scheduler_config()
+    config = default_scheduler_config()
     config["profiles"].insert(0, {"schedulerName": "default-scheduler"})
     config["profiles"].append(
         {
@@ -502,7 +502,7 @@ def test_gpu_plugins_removed_everywhere_others_kept() -> None:
 
 
 def test_percentage_kept_when_set_with_warning_below_100() -> None:
-    config = load_default_scheduler_config()
+    config = default_scheduler_config()
     config["percentageOfNodesToScore"] = 50
     config["profiles"][0]["percentageOfNodesToScore"] = 100
     derived, warnings = derive(config)
@@ -513,7 +513,7 @@ def test_percentage_kept_when_set_with_warning_below_100() -> None:
 
 
 def test_percentage_out_of_range() -> None:
-    config = load_default_scheduler_config()
+    config = default_scheduler_config()
     config["profiles"][0]["percentageOfNodesToScore"] = 150
     with pytest.raises(
         SchedulerConfigError, match=r"profiles\[0\]\.percentageOfNodesToScore: invalid value 150"
@@ -522,7 +522,7 @@ def test_percentage_out_of_range() -> None:
 
 
 def test_leader_election_forced_off_and_other_keys_kept() -> None:
-    config = load_default_scheduler_config()
+    config = default_scheduler_config()
     config["leaderElection"] = {"leaderElect": True, "resourceName": "x"}
     config["parallelism"] = 32
     derived, _ = derive(config)

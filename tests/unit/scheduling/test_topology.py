@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tensorfusion.domain.allocation_request import TopologyOverrides
-from tensorfusion.domain.scheduling.topology import (
+from tensorfusion.domain.topology import (
     PeerLink,
     TopologyArgs,
     TopologyGPU,

@@ -5,12 +5,12 @@
 """
 
 from tensorfusion.domain.admission.decision import AdmissionDecision, Outcome
-from tensorfusion.domain.admission.errors import AnnotationError, Code, Problem
 from tensorfusion.domain.admission.facts import AdmissionFacts, FactNeeds, facts_needed
 from tensorfusion.domain.admission.pipeline import admit
 from tensorfusion.domain.admission.replica_gate import CounterIncrement, MissingFactError
 from tensorfusion.domain.admission.workload import WorkloadWrite
 from tensorfusion.domain.admission.workload_identity import owner_key
+from tensorfusion.domain.annotation_errors import AnnotationError, Code, Problem
 
 __all__ = [
     "AdmissionDecision",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tensorfusion.domain.admission.errors import Problem, problem
+from tensorfusion.domain.annotation_errors import Problem, problem
 from tensorfusion.domain.annotations import Keys
 
 __all__ = ["container_names", "resolve_injected_containers"]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tensorfusion.domain.admission.errors import AnnotationError
 from tensorfusion.domain.admission.replica_gate import CounterIncrement
 from tensorfusion.domain.admission.workload import WorkloadWrite
+from tensorfusion.domain.annotation_errors import AnnotationError
 
 __all__ = ["AdmissionDecision", "Outcome"]
 

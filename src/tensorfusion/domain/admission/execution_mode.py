@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tensorfusion.domain.admission.errors import Problem, invalid_value
 from tensorfusion.domain.admission.profile import ProfileSpec
 from tensorfusion.domain.admission.validation import REMOTE_RULE, ParsedAnnotations
+from tensorfusion.domain.annotation_errors import Problem, invalid_value
 from tensorfusion.domain.annotations import Keys
 from tensorfusion.domain.vocabulary import IsolationMode
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from tensorfusion.domain.admission.errors import Problem, invalid_value
 from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.annotation_errors import Problem, invalid_value
 from tensorfusion.domain.annotations import Keys
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
 from tensorfusion.domain.vocabulary import IsolationMode

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tensorfusion.domain.admission.errors import Problem, invalid_value, problem
+from tensorfusion.domain.annotation_errors import Problem, invalid_value, problem
 from tensorfusion.domain.quantities import Quantity, QuantityError, parse_quantity
 
 __all__ = [

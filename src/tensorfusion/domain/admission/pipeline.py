@@ -13,7 +13,6 @@ from tensorfusion.domain.admission.classification import Route, classify, with_p
 from tensorfusion.domain.admission.containers import container_names, resolve_injected_containers
 from tensorfusion.domain.admission.decision import AdmissionDecision, Outcome
 from tensorfusion.domain.admission.declared_features import autoscaling_config, gang_scheduling
-from tensorfusion.domain.admission.errors import AnnotationError, Problem, problem
 from tensorfusion.domain.admission.execution_mode import resolve_execution_mode
 from tensorfusion.domain.admission.facts import AdmissionFacts
 from tensorfusion.domain.admission.hardware import dedicated_gpu_capacity, soft_isolation_problem
@@ -35,6 +34,7 @@ from tensorfusion.domain.admission.semantic_checks import semantic_problems
 from tensorfusion.domain.admission.validation import validate_annotations
 from tensorfusion.domain.admission.workload import WorkloadWrite, build_workload
 from tensorfusion.domain.admission.workload_identity import resolve_workload_identity
+from tensorfusion.domain.annotation_errors import AnnotationError, Problem, problem
 from tensorfusion.domain.vocabulary import IsolationMode
 
 __all__ = ["admit"]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorfusion.domain.admission.errors import Problem, problem
+from tensorfusion.domain.annotation_errors import Problem, problem
 from tensorfusion.domain.annotations import Keys
 
 __all__ = ["PoolResolution", "default_pool_names", "resolve_pool"]

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorfusion.domain.admission.errors import Problem, invalid_value, problem
-from tensorfusion.domain.admission.parsing import enum_rule
 from tensorfusion.domain.admission.resources import resource_from_json
 from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.annotation_errors import Problem, invalid_value, problem
+from tensorfusion.domain.annotation_values import enum_rule
 from tensorfusion.domain.vocabulary import IsolationMode, QoSLevel
 
 __all__ = ["PASSTHROUGH_FIELDS", "ProfileSpec", "parse_profile"]

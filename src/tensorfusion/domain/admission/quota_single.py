@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorfusion.domain.admission.errors import Code, Problem, invalid_value
 from tensorfusion.domain.admission.resources import resource_from_json
 from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.annotation_errors import Code, Problem, invalid_value
 from tensorfusion.domain.annotations import Keys
 from tensorfusion.domain.quantities import format_bytes, format_milli
 

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tensorfusion.domain.admission.errors import Code, Problem, problem
 from tensorfusion.domain.admission.hashing import pod_template_hash
 from tensorfusion.domain.admission.workload_identity import (
     OwnerKey,
@@ -17,6 +16,7 @@ from tensorfusion.domain.admission.workload_identity import (
     owner_group,
     owner_key,
 )
+from tensorfusion.domain.annotation_errors import Code, Problem, problem
 from tensorfusion.domain.annotations import Keys
 
 __all__ = [

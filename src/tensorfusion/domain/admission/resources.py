@@ -6,15 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tensorfusion.domain.admission.errors import Problem, invalid_value, problem
 from tensorfusion.domain.admission.native_resources import NativeGPUs
-from tensorfusion.domain.admission.parsing import (
+from tensorfusion.domain.admission.validation import ParsedAnnotations
+from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.annotation_errors import Problem, invalid_value, problem
+from tensorfusion.domain.annotation_values import (
     InvalidValueError,
     parse_percent,
     parse_quantity_value,
 )
-from tensorfusion.domain.admission.validation import ParsedAnnotations
-from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.annotations import INDEX_MAX, INDEX_MIN, Keys
 
 __all__ = [

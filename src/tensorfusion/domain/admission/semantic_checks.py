@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tensorfusion.domain.admission.errors import Problem, invalid_value, problem
 from tensorfusion.domain.admission.quota_single import SingleQuota, single_cap_problems
 from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.annotation_errors import Problem, invalid_value, problem
 from tensorfusion.domain.annotations import Keys
 from tensorfusion.domain.quantities import format_bytes, format_milli
 from tensorfusion.domain.vocabulary import IsolationMode

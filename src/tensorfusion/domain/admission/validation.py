@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from tensorfusion.domain.admission.errors import Problem, invalid_value
-from tensorfusion.domain.admission.parsing import (
+from tensorfusion.domain.annotation_errors import Problem, invalid_value
+from tensorfusion.domain.annotation_values import (
     InvalidValueError,
     enum_rule,
     parse_bool,

@@ -1,38 +1,27 @@
-"""The packaged default rule list (the chart's `dynamicConfig.alertRules`)."""
+"""The default rule list (the chart's `dynamicConfig.alertRules`), parsed from its YAML text.
+
+The text is package data; `tensorfusion.adapters.package_data` reads it and passes it in.
+"""
 
 from __future__ import annotations
 
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
 
 from tensorfusion.domain.alerting.rules import RuleSet, load_rules
 
-__all__ = ["default_rule_definitions", "default_rule_set", "default_rules_text"]
-
-_RESOURCE = "default_alert_rules.yaml"
+__all__ = ["rule_definitions_from_yaml", "rule_set_from_yaml"]
 
 
-@cache
-def default_rules_text() -> str:
-    """The YAML text of the packaged default rules (read-only package data)."""
-    return (
-        resources.files("tensorfusion.domain.alerting")
-        .joinpath(_RESOURCE)
-        .read_text(encoding="utf-8")
-    )
-
-
-def default_rule_definitions() -> list[dict[str, Any]]:
-    """The default rules as plain mappings (a fresh copy each call)."""
-    loaded = yaml.safe_load(default_rules_text())
-    assert isinstance(loaded, list)
+def rule_definitions_from_yaml(text: str) -> list[dict[str, Any]]:
+    """The rules of a YAML rule list as plain mappings (a fresh copy each call)."""
+    loaded = yaml.safe_load(text)
+    if not isinstance(loaded, list):
+        raise ValueError("the default alert rules must be a YAML list of rules")
     return loaded
 
 
-@cache
-def default_rule_set() -> RuleSet:
-    """The default rules, validated."""
-    return load_rules(default_rule_definitions())
+def rule_set_from_yaml(text: str) -> RuleSet:
+    """The rules of a YAML rule list, validated."""
+    return load_rules(rule_definitions_from_yaml(text))

@@ -32,7 +32,7 @@ from tensorfusion.domain.allocator.quota import (
 )
 from tensorfusion.domain.allocator.records import NodeState
 from tensorfusion.domain.quantities import format_bytes, format_milli
-from tensorfusion.domain.scheduling.topology import (
+from tensorfusion.domain.topology import (
     TopologyArgs,
     TopologyGPU,
     TopologyPlan,

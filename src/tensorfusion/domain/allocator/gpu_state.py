@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocation_request import AllocationRequest
-from tensorfusion.domain.scheduling.topology import PeerLink
+from tensorfusion.domain.topology import PeerLink
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationMode, IsolationPolicy
 
 __all__ = ["GPUCapabilities", "GPUState", "RunningApp", "RunningPod"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.allocator.placement import PlacementWeights
 from tensorfusion.domain.scheduling.scheduler_config import SchedulerSettings
-from tensorfusion.domain.scheduling.topology import TopologyArgs
+from tensorfusion.domain.topology import TopologyArgs
 
 __all__ = ["gpu_scheduling_args"]
 

@@ -13,7 +13,6 @@ import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources as package_resources
 from typing import Any, Final
 
 import yaml
@@ -48,8 +47,8 @@ __all__ = [
     "extender_stanza",
     "find_profile",
     "index_resource_names",
-    "load_default_scheduler_config",
     "read_scheduler_settings",
+    "scheduler_config_from_yaml",
     "scheduler_name",
 ]
 
@@ -82,7 +81,6 @@ _EXTENSION_POINTS: Final = (
 )
 _TYPED_ARGS_KEYS: Final = ("apiVersion", "kind")
 _HEX_DIGITS: Final = "0123456789abcdef"
-_DEFAULT_CONFIG_RESOURCE: Final = "default_scheduler_config.yaml"
 
 
 class SchedulerConfigError(ValueError):
@@ -141,16 +139,11 @@ def index_resource_names(domain: str = "tensor-fusion.ai") -> tuple[str, ...]:
     return tuple(f"{domain}/index_{digit}" for digit in _HEX_DIGITS)
 
 
-def load_default_scheduler_config() -> dict[str, Any]:
-    """The chart's default `schedulerConfig`, shipped as package data."""
-    text = (
-        package_resources.files(__package__ or "tensorfusion.domain.scheduling")
-        .joinpath(_DEFAULT_CONFIG_RESOURCE)
-        .read_text(encoding="utf-8")
-    )
+def scheduler_config_from_yaml(text: str, source: str) -> dict[str, Any]:
+    """A `schedulerConfig` document read from YAML text; `source` names it in errors."""
     loaded = yaml.safe_load(text)
     if not isinstance(loaded, dict):
-        raise SchedulerConfigError(f"{_DEFAULT_CONFIG_RESOURCE}: not a mapping")
+        raise SchedulerConfigError(f"{source}: not a mapping")
     return loaded
 
 

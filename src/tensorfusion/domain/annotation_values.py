@@ -1,6 +1,6 @@
 """Parsers for single annotation values; each raises `InvalidValueError(rule)` on bad input.
 
-The rule texts are the `<rule>` part of the error format (errors.py).
+The rule texts are the `<rule>` part of the error format (`annotation_errors.py`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Package data: the shipped default alert rules and scheduler configuration (YAML)."""

@@ -1,0 +1,1 @@
+"""The GPU store, filter chain, placement, quotas and oversubscription (scheduling.md §3-§9)."""
