@@ -187,5 +187,4 @@ def build_cluster(cluster: ClusterFile, overrides: PolicyOverrides | None = None
                 disk_bytes=parse_quantity(spec.data_disk).ceil(),
                 hypervisor_index0=36 if spec.agent_ready else 0,
             )
-    allocator.dirty_gpus.clear()
     return virtual

@@ -221,9 +221,9 @@ def test_rebuild_from_gpu_ids_equals_live_state(
         live.release(uid)
     rebuilt = build(cluster, policy)
     for record in list(live.records.values()):
-        restored = rebuilt.restore(record.request, record.node, record.gpus, now=record.since)
-        assert restored is not None
-        restored.pending = record.pending
+        outcome = rebuilt.restore(record.request, record.node, record.gpus, now=record.since)
+        assert outcome.consistent
+        outcome.record.pending = record.pending
     assert snapshot(rebuilt) == snapshot(live)
 
 

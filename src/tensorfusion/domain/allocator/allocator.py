@@ -9,16 +9,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocation_request import AllocationRequest
-from tensorfusion.domain.allocator.gpu_state import GPUState, RunningApp, RunningPod
+from tensorfusion.domain.allocator.change_feed import ChangeCursor, ChangeFeed
+from tensorfusion.domain.allocator.gpu_accounting import (
+    make_record,
+    update_isolation_lock,
+    update_running_apps,
+)
+from tensorfusion.domain.allocator.gpu_state import GPUState
 from tensorfusion.domain.allocator.oversubscription import (
     Oversubscription,
-    effective_limit,
-    shared_effective_limit,
     virtual_capacity,
 )
-from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaSpec, charge_for
-from tensorfusion.domain.allocator.records import AllocationRecord, NodeState, RecordState
-from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy, PlacementMode
+from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaSpec
+from tensorfusion.domain.allocator.records import (
+    AllocationRecord,
+    NodeState,
+    RecordState,
+    RestoreOutcome,
+)
+from tensorfusion.domain.vocabulary import IsolationPolicy, PlacementMode
 
 __all__ = ["AllocationError", "Allocator", "PoolSettings"]
 
@@ -31,7 +40,7 @@ class AllocationError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class PoolSettings:
-    """What the allocator needs of a GPUPool."""
+    """What the allocator needs of a GPUPool (built from the model by `allocator.mapping`)."""
 
     name: str
     placement_mode: PlacementMode = PlacementMode.NODE_COMPACT_GPU_LOW_LOAD
@@ -49,10 +58,13 @@ class Allocator:
     quotas: dict[str, NamespaceQuota] = field(default_factory=dict)
     records: dict[str, AllocationRecord] = field(default_factory=dict)
     pool_members: dict[str, set[str]] = field(default_factory=dict)
-    dirty_gpus: set[str] = field(default_factory=set)
-    touched_nodes: set[str] = field(default_factory=set)
+    _changes: ChangeFeed = field(default_factory=ChangeFeed)
 
     # ---- inventory -------------------------------------------------------------------------
+
+    def changes(self, consumer: str) -> ChangeCursor:
+        """The consumer's own cursor over changed nodes and GPUs (created on first use)."""
+        return self._changes.subscribe(consumer, self.nodes, self.gpus)
 
     def pool(self, name: str) -> PoolSettings:
         """Settings of a pool (defaults when the pool is unknown)."""
@@ -62,7 +74,7 @@ class Allocator:
     def set_pool(self, settings: PoolSettings) -> None:
         """Add or replace a pool's settings."""
         self.pools[settings.name] = settings
-        self.touched_nodes.update(self.nodes)
+        self._changes.nodes_changed(self.nodes)
 
     def pool_gpus(self, pool: str) -> list[GPUState]:
         """The GPUs labelled with the pool, by name."""
@@ -82,40 +94,35 @@ class Allocator:
         state = self.node(name)
         state.ram_bytes, state.disk_bytes = ram_bytes, disk_bytes
         state.hypervisor_index0 = hypervisor_index0
-        self.touched_nodes.add(name)
+        self._changes.node_changed(name)
 
     def upsert_gpu(self, gpu: GPUState) -> None:
-        """Add a GPU or copy informer facts onto the known one (never the owned fields)."""
+        """Add a GPU or copy informer facts onto the known one (never the owned fields).
+
+        A GPU marked missing stays known (its allocations still count) but leaves its node's
+        GPU list, so node totals and placement skip it.
+        """
         known = self.gpus.get(gpu.name)
-        if known is not None and known.pool != gpu.pool:
-            self.pool_members.get(known.pool, set()).discard(gpu.name)
-        self.pool_members.setdefault(gpu.pool, set()).add(gpu.name)
         if known is None:
             self.gpus[gpu.name] = gpu
-            node = self.node(gpu.node)
-            node.gpus.append(gpu)
-            node.gpus.sort(key=lambda g: g.name)
             self._rebuild_owned(gpu)
+            target = gpu
         else:
-            if known.node != gpu.node:
-                self._detach(known)
-                self.touched_nodes.add(known.node)
-                known.node = gpu.node
-                node = self.node(gpu.node)
-                node.gpus.append(known)
-                node.gpus.sort(key=lambda g: g.name)
+            self._detach(known)
+            self._changes.node_changed(known.node)
             self._copy_facts(known, gpu)
-        self.dirty_gpus.add(gpu.name)
-        self.touched_nodes.add(gpu.node)
+            target = known
+        self._attach(target)
+        self._changes.gpu_changed(gpu.name)
+        self._changes.node_changed(gpu.node)
 
     def remove_gpu(self, name: str) -> None:
         """Drop a GPU from every index."""
         gpu = self.gpus.pop(name, None)
         if gpu is not None:
-            self.pool_members.get(gpu.pool, set()).discard(name)
             self._detach(gpu)
-            self.touched_nodes.add(gpu.node)
-            self.dirty_gpus.discard(name)
+            self._changes.node_changed(gpu.node)
+            self._changes.gpu_removed(name)
 
     def set_quota(self, spec: QuotaSpec) -> None:
         """Install a namespace's effective quota, keeping its usage."""
@@ -167,7 +174,7 @@ class Allocator:
         names = tuple(gpu_names)
         self._check_gpus(request, node_name, names)
         self.release(request.pod_uid)
-        record = self._make_record(request, node_name, names, now, ttl)
+        record = make_record(request, node_name, [self.gpus[n] for n in names], now, ttl)
         self._apply(record, sign=1)
         return record
 
@@ -188,8 +195,8 @@ class Allocator:
             gpu.committed_tflops += tflops
             gpu.committed_vram += vram
             gpu.settle_available()
-            self._update_running_apps(gpu, request, 1)
-            self.dirty_gpus.add(name)
+            update_running_apps(gpu, request, 1)
+            self._changes.gpu_changed(name)
         node = self.node(record.node)
         node.assumed_workers.discard(uid)
         node.committed_workers.add(uid)
@@ -202,21 +209,28 @@ class Allocator:
         record.state = RecordState.COMMITTED
         record.since = now
         record.expires_at = None
+        self._changes.node_changed(node.name)
         return record
 
     def restore(
         self, request: AllocationRequest, node_name: str, gpu_names: Iterable[str], now: float
-    ) -> AllocationRecord | None:
-        """Rebuild a committed record from a bound pod's `gpu-ids`; unknown GPUs are skipped."""
-        names = tuple(dict.fromkeys(n for n in gpu_names if n in self.gpus))
-        if not names or any(self.gpus[n].node != node_name for n in names):
-            return None
+    ) -> RestoreOutcome:
+        """Rebuild a committed record from a bound pod's `gpu-ids` on node `node_name`.
+
+        GPUs that are unknown or sit on another node are skipped and reported; the pod still
+        counts as a worker of its node and is charged its full quota (request × count), so
+        quota usage is never lost to an inconsistent annotation.
+        """
+        wanted = tuple(dict.fromkeys(gpu_names))
+        unknown = tuple(n for n in wanted if n not in self.gpus)
+        elsewhere = tuple(n for n in wanted if n in self.gpus and self.gpus[n].node != node_name)
+        names = tuple(n for n in wanted if n not in unknown and n not in elsewhere)
         self.release(request.pod_uid)
-        record = self._make_record(request, node_name, names, now, None)
-        record.state = RecordState.COMMITTED
-        record.expires_at = None
+        record = make_record(
+            request, node_name, [self.gpus[n] for n in names], now, None, RecordState.COMMITTED
+        )
         self._apply(record, sign=1)
-        return record
+        return RestoreOutcome(record, unknown, elsewhere)
 
     def release(self, uid: str) -> AllocationRecord | None:
         """Idempotently undo whatever the pod holds."""
@@ -267,35 +281,20 @@ class Allocator:
         if problems:
             raise AllocationError(f"pod {request.key}: cannot allocate: {'; '.join(problems)}")
 
-    def _make_record(
-        self,
-        request: AllocationRequest,
-        node_name: str,
-        names: tuple[str, ...],
-        now: float,
-        ttl: float | None,
-    ) -> AllocationRecord:
-        gpus = [self.gpus[n] for n in names]
-        if request.isolation is IsolationMode.SHARED:
-            charged = tuple((g.capacity_tflops, g.capacity_vram) for g in gpus)
-            limit = shared_effective_limit(list(charged))
-        else:
-            charged = tuple(
-                (request.request.tflops_on(g.capacity_tflops), request.request.vram_bytes)
-                for g in gpus
-            )
-            limit = effective_limit(request, [g.capacity_tflops for g in gpus])
-        return AllocationRecord(
-            request=request,
-            node=node_name,
-            gpus=names,
-            state=RecordState.ASSUMED,
-            since=now,
-            expires_at=None if ttl is None else now + ttl,
-            charged=charged,
-            quota=charge_for(request, [g.capacity_tflops for g in gpus]),
-            effective_limit=limit,
-        )
+    def replace_request(self, uid: str, request: AllocationRequest) -> AllocationRecord:
+        """Re-charge a record for new requests and limits on the same GPUs (no checks here:
+        `allocator.resize` decides whether the change fits)."""
+        record = self.records.get(uid)
+        if record is None:
+            raise AllocationError(f"no allocation for pod UID {uid}")
+        if request.pod_uid != uid or request.count != record.request.count:
+            raise AllocationError(f"pod UID {uid}: a resize keeps the pod and its GPU count")
+        self._apply(record, sign=-1)
+        gpus = [self.gpus[n] for n in record.gpus if n in self.gpus]
+        fresh = make_record(request, record.node, gpus, record.since, None, record.state)
+        fresh.expires_at, fresh.pending = record.expires_at, record.pending
+        self._apply(fresh, sign=1)
+        return fresh
 
     def _apply(self, record: AllocationRecord, sign: int) -> None:
         """Add (sign 1) or remove (sign −1) a record's effect on every index."""
@@ -311,12 +310,12 @@ class Allocator:
                 gpu.committed_tflops += sign * tflops
                 gpu.committed_vram += sign * vram
                 gpu.settle_available()
-                self._update_running_apps(gpu, request, sign)
+                update_running_apps(gpu, request, sign)
             else:
                 gpu.assumed_tflops += sign * tflops
                 gpu.assumed_vram += sign * vram
-            self._update_isolation_lock(gpu, uid, request.isolation, sign)
-            self.dirty_gpus.add(name)
+            update_isolation_lock(gpu, uid, request, sign, self._policy_of(gpu))
+            self._changes.gpu_changed(name)
         workers = node.committed_workers if committed else node.assumed_workers
         quota = self.quotas.get(request.namespace)
         usage = None if quota is None else (quota.committed if committed else quota.assumed)
@@ -338,39 +337,7 @@ class Allocator:
         if committed:
             node.committed_limit_tflops += sign * record.effective_limit[0]
             node.committed_limit_vram += sign * record.effective_limit[1]
-        self.touched_nodes.add(node.name)
-
-    def _update_running_apps(self, gpu: GPUState, request: AllocationRequest, sign: int) -> None:
-        key = (request.workload, request.namespace)
-        if sign > 0:
-            app = gpu.running_apps.get(key)
-            if app is None:
-                app = gpu.running_apps[key] = RunningApp(request.workload, request.namespace)
-            app.pods[request.pod_uid] = RunningPod(request)
-            return
-        app = gpu.running_apps.get(key)
-        if app is not None:
-            app.pods.pop(request.pod_uid, None)
-            if not app.pods:
-                del gpu.running_apps[key]
-
-    def _update_isolation_lock(
-        self, gpu: GPUState, uid: str, mode: IsolationMode, sign: int
-    ) -> None:
-        if sign > 0:
-            gpu.holders[uid] = mode
-            gpu.whole_holders += mode is IsolationMode.SHARED
-        elif gpu.holders.pop(uid, None) is IsolationMode.SHARED:
-            gpu.whole_holders -= 1
-        if self._policy_of(gpu) is not IsolationPolicy.DYNAMIC:
-            return
-        modes = set(gpu.holders.values())
-        if len(modes) > 1:
-            gpu.dynamic_isolation_conflict = True
-            gpu.active_isolation_mode = ""
-        else:
-            gpu.dynamic_isolation_conflict = False
-            gpu.active_isolation_mode = next(iter(modes)).value if modes else ""
+        self._changes.node_changed(node.name)
 
     def _policy_of(self, gpu: GPUState) -> IsolationPolicy:
         return gpu.isolation_policy or self.isolation_policy
@@ -380,6 +347,7 @@ class Allocator:
         gpu.committed_tflops = gpu.committed_vram = gpu.assumed_tflops = gpu.assumed_vram = 0
         gpu.holders.clear()
         gpu.whole_holders = 0
+        gpu.partitions.clear()
         gpu.running_apps.clear()
         gpu.active_isolation_mode, gpu.dynamic_isolation_conflict = "", False
         for record in self.records.values():
@@ -389,23 +357,32 @@ class Allocator:
             if record.state is RecordState.COMMITTED:
                 gpu.committed_tflops += tflops
                 gpu.committed_vram += vram
-                self._update_running_apps(gpu, record.request, 1)
+                update_running_apps(gpu, record.request, 1)
             else:
                 gpu.assumed_tflops += tflops
                 gpu.assumed_vram += vram
-            self._update_isolation_lock(gpu, record.uid, record.request.isolation, 1)
+            update_isolation_lock(gpu, record.uid, record.request, 1, self._policy_of(gpu))
         gpu.settle_available()
 
     def _copy_facts(self, known: GPUState, fresh: GPUState) -> None:
         for attr in (
-            "pool", "phase", "used_by", "vendor", "model", "uuid", "index", "numa_node",
+            "node", "pool", "phase", "used_by", "vendor", "model", "uuid", "index", "numa_node",
             "isolation_mode", "isolation_policy", "capabilities", "peers", "message",
+            "missing_since",
         ):  # fmt: skip
             setattr(known, attr, getattr(fresh, attr))
         known.capacity_tflops, known.capacity_vram = fresh.capacity_tflops, fresh.capacity_vram
         known.settle_available()
 
+    def _attach(self, gpu: GPUState) -> None:
+        self.pool_members.setdefault(gpu.pool, set()).add(gpu.name)
+        node = self.node(gpu.node)
+        if not gpu.missing:
+            node.gpus.append(gpu)
+            node.gpus.sort(key=lambda g: g.name)
+
     def _detach(self, gpu: GPUState) -> None:
+        self.pool_members.get(gpu.pool, set()).discard(gpu.name)
         node = self.nodes.get(gpu.node)
         if node is not None:
             node.gpus = [g for g in node.gpus if g.name != gpu.name]

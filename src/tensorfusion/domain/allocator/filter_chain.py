@@ -11,7 +11,7 @@ from typing import Final
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.gpu_state import TENSOR_FUSION_USER, GPUState
+from tensorfusion.domain.allocator.gpu_state import TENSOR_FUSION_USER, WHOLE_CARD_MODES, GPUState
 from tensorfusion.domain.allocator.oversubscription import (
     Oversubscription,
     effective_limit,
@@ -143,7 +143,7 @@ class RequestContext:
             True,
             bool(request.gpu_indices),
             True,
-            request.isolation is IsolationMode.SHARED,
+            request.isolation in WHOLE_CARD_MODES,
             True,
             percent_quota,
             request.gpu_model is not None,
@@ -276,7 +276,7 @@ def _gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int
         )
     if isolation is not None:
         return isolation
-    if mode is IsolationMode.SHARED:
+    if mode in WHOLE_CARD_MODES:
         if not gpu.is_idle():
             return SHARED_WHOLE, "GPU is not idle"
     elif gpu.whole_holders:
@@ -431,7 +431,7 @@ def _virtual_capacity_failure(
     ctx: RequestContext, node: NodeState, ev: NodeEvaluation, virtual: tuple[int, int]
 ) -> str | None:
     request = ctx.request
-    if request.isolation is IsolationMode.SHARED:
+    if request.isolation in WHOLE_CARD_MODES:
         best = sorted(ev.valid, key=lambda g: (-g.capacity_tflops, g.name))[: request.count]
         tflops, vram = shared_effective_limit([(g.capacity_tflops, g.capacity_vram) for g in best])
     else:

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.topology import PeerLink
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationMode, IsolationPolicy
 
-__all__ = ["GPUCapabilities", "GPUState", "RunningApp", "RunningPod"]
+__all__ = [
+    "LOCKABLE_MODES",
+    "WHOLE_CARD_MODES",
+    "GPUCapabilities",
+    "GPUState",
+    "RunningApp",
+    "RunningPod",
+]
 
 TENSOR_FUSION_USER = "tensor-fusion"
+WHOLE_CARD_MODES: Final = frozenset({IsolationMode.SHARED, IsolationMode.PARTITIONED})
+"""Modes whose allocation takes the whole card (§5: shared; partitioned found at recovery)."""
+LOCKABLE_MODES: Final = frozenset({IsolationMode.SHARED, IsolationMode.SOFT, IsolationMode.HARD})
+"""Modes `activeIsolationMode` can hold (the GPU status model's enum)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +105,8 @@ class GPUState:
     capabilities: GPUCapabilities | None = None
     peers: tuple[PeerLink, ...] = ()
     message: str = ""
+    missing_since: str = ""
+    """`tensor-fusion.ai/gpu-missing-since`: the device is gone; out of totals and placement."""
     available_tflops: int = 0
     available_vram: int = 0
     committed_tflops: int = 0
@@ -105,6 +119,11 @@ class GPUState:
     running_apps: dict[tuple[str, str], RunningApp] = field(default_factory=dict)
     holders: dict[str, IsolationMode] = field(default_factory=dict)
     whole_holders: int = 0
+
+    @property
+    def missing(self) -> bool:
+        """Whether the node agent reported the device gone."""
+        return bool(self.missing_since)
 
     @property
     def effective_tflops(self) -> int:

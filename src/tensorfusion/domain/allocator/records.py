@@ -9,7 +9,13 @@ from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.gpu_state import GPUState
 from tensorfusion.domain.allocator.quota import QuotaUsage
 
-__all__ = ["AllocationRecord", "NodeState", "RecordState"]
+__all__ = [
+    "RECOVERY_INCONSISTENT_REASON",
+    "AllocationRecord",
+    "NodeState",
+    "RecordState",
+    "RestoreOutcome",
+]
 
 
 class RecordState(StrEnum):
@@ -74,4 +80,38 @@ class NodeState:
         return (
             sum(g.available_tflops for g in self.gpus),
             sum(g.available_vram for g in self.gpus),
+        )
+
+
+RECOVERY_INCONSISTENT_REASON = "GPUAllocationInconsistent"
+"""Event reason for a pod whose `gpu-ids` name GPUs that are unknown or on another node."""
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreOutcome:
+    """A record rebuilt at recovery and the `gpu-ids` entries it had to skip."""
+
+    record: AllocationRecord
+    unknown_gpus: tuple[str, ...] = ()
+    elsewhere_gpus: tuple[str, ...] = ()
+
+    @property
+    def consistent(self) -> bool:
+        """Whether every GPU of `gpu-ids` was found on the pod's node."""
+        return not (self.unknown_gpus or self.elsewhere_gpus)
+
+    def message(self) -> str | None:
+        """The Event message for an inconsistent record; None when consistent."""
+        if self.consistent:
+            return None
+        parts = []
+        if self.unknown_gpus:
+            parts.append(f"unknown GPUs {', '.join(self.unknown_gpus)}")
+        if self.elsewhere_gpus:
+            parts.append(f"GPUs on another node {', '.join(self.elsewhere_gpus)}")
+        record = self.record
+        return (
+            f"pod {record.request.key} on node {record.node}: gpu-ids names {'; '.join(parts)}; "
+            f"they are skipped, the pod keeps {len(record.gpus)} of {record.request.count} GPUs "
+            "and its full quota charge"
         )

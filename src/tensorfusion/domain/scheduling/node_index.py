@@ -14,6 +14,7 @@ from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.change_feed import ChangeCursor
 from tensorfusion.domain.allocator.placement import (
     PlacementWeights,
     node_level_uses_available,
@@ -24,6 +25,7 @@ from tensorfusion.domain.allocator.records import NodeState
 __all__ = ["NodeScoreIndex", "node_score_bound"]
 
 _SCORES = 101
+_CONSUMER = "node-index"
 
 
 def node_score_bound(
@@ -146,23 +148,25 @@ class NodeScoreIndex:
     weights: PlacementWeights = field(default_factory=PlacementWeights)
     _pools: dict[str, _PoolBuckets] = field(default_factory=dict)
     _pool_of_node: dict[str, set[str]] = field(default_factory=dict)
+    _cursor: ChangeCursor | None = None
 
     def sync(self) -> None:
-        """Re-bucket the nodes the allocator touched since the last call."""
+        """Re-bucket the nodes the allocator changed since the last call."""
         allocator = self.allocator
+        if self._cursor is None:
+            self._cursor = allocator.changes(f"{_CONSUMER}-{id(self):x}")
+        cursor = self._cursor
         for pool, buckets in list(self._pools.items()):
             mode = allocator.pool(pool).placement_mode
             if buckets.use_available != node_level_uses_available(mode):
+                # The placement mode flipped the score direction: rebuild the pool's buckets.
                 del self._pools[pool]
-                self._pool_of_node.clear()
-        if not self._pool_of_node:
-            allocator.touched_nodes.update(allocator.nodes)
-        touched = allocator.touched_nodes
-        if not touched:
-            return
-        for name in touched:
+                for name, pools in self._pool_of_node.items():
+                    if pool in pools:
+                        pools.discard(pool)
+                        self._refresh(name)
+        for name in cursor.take_nodes():
             self._refresh(name)
-        touched.clear()
 
     def ordered(self, pool: str, count: int, vram: int) -> Iterator[tuple[int, list[str]]]:
         """(bound, names) from the highest bound down: per bucket, the nodes that have `count`

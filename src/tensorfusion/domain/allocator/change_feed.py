@@ -1,0 +1,72 @@
+"""Which nodes and GPUs the allocator changed, read by each consumer at its own pace.
+
+Every consumer (the node index, the GPU status write-back, the node-taint reconciler, the
+simulator) subscribes once and gets a cursor of its own; taking the changes from one cursor
+never hides them from another. A new cursor starts with everything the allocator holds, so a
+late subscriber sees the whole state once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["ChangeCursor", "ChangeFeed"]
+
+
+@dataclass(slots=True)
+class ChangeCursor:
+    """The nodes and GPUs changed since this consumer last took them."""
+
+    consumer: str
+    _nodes: set[str] = field(default_factory=set)
+    _gpus: set[str] = field(default_factory=set)
+
+    def take_nodes(self) -> set[str]:
+        """Node names changed since the last call (each at most once)."""
+        nodes, self._nodes = self._nodes, set()
+        return nodes
+
+    def take_gpus(self) -> set[str]:
+        """GPU names changed since the last call; a removed GPU is not listed."""
+        gpus, self._gpus = self._gpus, set()
+        return gpus
+
+    def pending(self) -> bool:
+        """Whether anything changed since the last take."""
+        return bool(self._nodes or self._gpus)
+
+
+@dataclass(slots=True)
+class ChangeFeed:
+    """Fans the allocator's changes out to one cursor per consumer."""
+
+    _cursors: dict[str, ChangeCursor] = field(default_factory=dict)
+
+    def subscribe(self, consumer: str, nodes: Iterable[str], gpus: Iterable[str]) -> ChangeCursor:
+        """The consumer's cursor; a new one starts with the given nodes and GPUs marked."""
+        cursor = self._cursors.get(consumer)
+        if cursor is None:
+            cursor = self._cursors[consumer] = ChangeCursor(consumer, set(nodes), set(gpus))
+        return cursor
+
+    def node_changed(self, name: str) -> None:
+        """Mark a node for every consumer."""
+        for cursor in self._cursors.values():
+            cursor._nodes.add(name)
+
+    def nodes_changed(self, names: Iterable[str]) -> None:
+        """Mark several nodes for every consumer."""
+        names = tuple(names)
+        for cursor in self._cursors.values():
+            cursor._nodes.update(names)
+
+    def gpu_changed(self, name: str) -> None:
+        """Mark a GPU for every consumer."""
+        for cursor in self._cursors.values():
+            cursor._gpus.add(name)
+
+    def gpu_removed(self, name: str) -> None:
+        """Forget a removed GPU in every cursor."""
+        for cursor in self._cursors.values():
+            cursor._gpus.discard(name)
