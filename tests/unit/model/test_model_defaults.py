@@ -30,9 +30,9 @@ def _manifest(kind: str, **body: Any) -> dict[str, Any]:
 
 def test_pool_defaults_apply_when_sections_are_absent() -> None:
     pool = load_as(GPUPool, _manifest("GPUPool"))
-    over = pool.spec.capacity_config.oversubscription
-    assert (over.tflops_oversell_ratio, over.vram_expand_to_host_mem) == (500, 50)
-    assert over.vram_expand_to_host_disk == 70
+    # No oversubscription object: virtual capacity equals physical capacity (scheduling.md §6),
+    # as the API server keeps it (the object has no schema default, only its fields do).
+    assert pool.spec.capacity_config.oversubscription is None
     manager = pool.spec.node_manager_config
     assert manager.provisioning_mode is ProvisioningMode.AUTO_SELECT
     assert manager.default_isolation_mode is IsolationMode.SOFT
@@ -57,6 +57,7 @@ def test_pool_partial_sections_keep_the_other_defaults() -> None:
     spec = {"capacityConfig": {"oversubscription": {"vramExpandToHostMem": 0}}}
     pool = load_as(GPUPool, _manifest("GPUPool", spec=spec))
     over = pool.spec.capacity_config.oversubscription
+    assert over is not None
     assert (over.tflops_oversell_ratio, over.vram_expand_to_host_mem) == (500, 0)
     assert over.vram_expand_to_host_disk == 70
 
@@ -97,7 +98,7 @@ def test_cluster_defaults() -> None:
     cluster = load_as(TensorFusionCluster, data)
     entry = cluster.spec.gpu_pools[0]
     assert entry.is_default is False
-    assert entry.spec_template.capacity_config.oversubscription.tflops_oversell_ratio == 500
+    assert entry.spec_template.capacity_config.oversubscription is None
     assert cluster.spec.computing_vendor is not None and cluster.spec.computing_vendor.enable
     assert cluster.status.phase is PoolPhase.PENDING
     assert cluster.status.retry_count == 0

@@ -27,6 +27,7 @@ from tensorfusion.domain.allocator.records import (
     RecordState,
     RestoreOutcome,
 )
+from tensorfusion.domain.model.scheduling import Placement
 from tensorfusion.domain.vocabulary import IsolationPolicy, PlacementMode
 
 __all__ = ["AllocationError", "Allocator", "PoolSettings"]
@@ -43,7 +44,7 @@ class PoolSettings:
     """What the allocator needs of a GPUPool (built from the model by `allocator.mapping`)."""
 
     name: str
-    placement_mode: PlacementMode = PlacementMode.NODE_COMPACT_GPU_LOW_LOAD
+    placement_mode: PlacementMode = Placement.model_fields["mode"].default
     oversubscription: Oversubscription | None = None
 
 

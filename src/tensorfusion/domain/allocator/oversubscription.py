@@ -5,17 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.model.pool import Oversubscription as OversubscriptionModel
 
 __all__ = ["Oversubscription", "effective_limit", "shared_effective_limit", "virtual_capacity"]
 
 
+_MODEL_FIELDS = OversubscriptionModel.model_fields
+
+
 @dataclass(frozen=True, slots=True)
 class Oversubscription:
-    """`capacityConfig.oversubscription` of a pool (percent values)."""
+    """`capacityConfig.oversubscription` of a pool (percent values); the defaults are the
+    model's (`allocator.mapping.oversubscription_of` builds it from a GPUPool)."""
 
-    tflops_oversell_ratio: int = 500
-    vram_expand_to_host_mem: int = 50
-    vram_expand_to_host_disk: int = 70
+    tflops_oversell_ratio: int = _MODEL_FIELDS["tflops_oversell_ratio"].default
+    vram_expand_to_host_mem: int = _MODEL_FIELDS["vram_expand_to_host_mem"].default
+    vram_expand_to_host_disk: int = _MODEL_FIELDS["vram_expand_to_host_disk"].default
 
 
 def virtual_capacity(

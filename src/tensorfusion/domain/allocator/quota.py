@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
+from tensorfusion.domain.model.quota import QuotaTotal
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
 __all__ = ["QuotaCaps", "QuotaSpec", "QuotaUsage", "quota_message"]
 
-DEFAULT_MAX_WORKERS = 32768
+_TOTAL_FIELDS = QuotaTotal.model_fields
+DEFAULT_MAX_WORKERS: int = _TOTAL_FIELDS["max_workers"].default
+DEFAULT_ALERT_THRESHOLD_PERCENT: int = _TOTAL_FIELDS["alert_threshold_percent"].default
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +25,8 @@ class QuotaCaps:
 
 @dataclass(frozen=True, slots=True)
 class QuotaSpec:
-    """The effective GPUResourceQuota of one namespace."""
+    """The effective GPUResourceQuota of one namespace (`allocator.mapping.quota_spec` builds
+    it from the model, whose defaults it shares)."""
 
     namespace: str
     name: str
@@ -32,7 +36,7 @@ class QuotaSpec:
     single_max_requests: QuotaCaps = QuotaCaps()
     single_max_limits: QuotaCaps = QuotaCaps()
     single_max_gpu_count: int = 0
-    alert_threshold_percent: int = 95
+    alert_threshold_percent: int = DEFAULT_ALERT_THRESHOLD_PERCENT
 
     def has_tflops_cap(self) -> bool:
         """Whether any TFLOPs cap is set (percent requests are then checked per GPU)."""

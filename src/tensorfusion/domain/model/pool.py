@@ -104,7 +104,8 @@ class CapacityConfig(WireModel):
     min_resources: CapacityAmount | None = None
     max_resources: CapacityAmount | None = None
     warm_resources: CapacityAmount | None = None
-    oversubscription: Oversubscription = Field(default_factory=Oversubscription)
+    oversubscription: Oversubscription | None = None
+    """Absent: virtual capacity equals physical capacity and limits stay unchecked (§6)."""
 
 
 class IsolationModeRule(WireModel):
