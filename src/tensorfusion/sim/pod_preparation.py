@@ -1,21 +1,24 @@
-"""From a pod as a user writes it to an allocation request: the admission dry run, then the
-parse of the normalised annotations (the same code the webhook and the extender run)."""
+"""The cluster file's pools, quotas and GPUs as the typed objects admission reads, and the
+admission dry run over them (`tensorfusion.domain.admission.dry_run`)."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from tensorfusion.domain.admission.facts import AdmissionFacts
-from tensorfusion.domain.admission.pipeline import admit
-from tensorfusion.domain.allocation_request import AllocationRequest
-from tensorfusion.domain.annotation_errors import AnnotationError
+from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError, PreparedPod
 from tensorfusion.domain.annotations import KEYS
-from tensorfusion.domain.model.meta import API_VERSION
-from tensorfusion.domain.pod_request import request_from_pod
+from tensorfusion.domain.model import (
+    API_VERSION,
+    GPU,
+    FieldIssue,
+    GPUPool,
+    GPUResourceQuota,
+    ModelError,
+    load_as,
+)
 from tensorfusion.sim.cluster_file import ClusterFile
+from tensorfusion.sim.input_errors import InputError
 
 __all__ = [
     "PodPreparer",
@@ -26,33 +29,17 @@ __all__ = [
     "quota_objects",
 ]
 
-MAX_POD_INDEX = 128
 
-
-class PreparationError(ValueError):
-    """The pod would be denied at admission, or is not a GPU worker."""
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedPod:
-    """The admitted pod, what it asks of the allocator, and admission's warnings."""
-
-    pod: Mapping[str, Any]
-    request: AllocationRequest
-    warnings: list[str]
-    mutated: bool
-
-
-def pool_objects(cluster: ClusterFile) -> dict[str, dict[str, Any]]:
-    """GPUPool objects of the cluster file, as admission reads them."""
-    pools: dict[str, dict[str, Any]] = {}
+def pool_objects(cluster: ClusterFile) -> dict[str, GPUPool]:
+    """GPUPool objects of the cluster file, by name."""
+    pools: dict[str, GPUPool] = {}
     for pool in cluster.pools:
         spec: dict[str, Any] = {
             "nodeManagerConfig": {"defaultIsolationMode": pool.default_isolation_mode},
         }
         if pool.default_qos is not None:
             spec["qosConfig"] = {"defaultQoS": pool.default_qos}
-        pools[pool.name] = {
+        raw = {
             "apiVersion": API_VERSION,
             "kind": "GPUPool",
             "metadata": {
@@ -61,92 +48,50 @@ def pool_objects(cluster: ClusterFile) -> dict[str, dict[str, Any]]:
             },
             "spec": spec,
         }
+        pools[pool.name] = load_as(GPUPool, raw)
     return pools
 
 
-def gpu_objects(cluster: ClusterFile) -> list[dict[str, Any]]:
+def gpu_objects(cluster: ClusterFile) -> list[GPU]:
     """One GPU object per hardware model (what `dedicated-gpu` reads: model and capacity)."""
     return [
-        {
-            "apiVersion": API_VERSION,
-            "kind": "GPU",
-            "metadata": {"name": f"model-{i}"},
-            "status": {
-                "gpuModel": h.model,
-                "vendor": h.vendor,
-                "capacity": {"tflops": h.fp16_tflops, "vram": h.vram},
+        load_as(
+            GPU,
+            {
+                "apiVersion": API_VERSION,
+                "kind": "GPU",
+                "metadata": {"name": f"model-{i}"},
+                "status": {
+                    "gpuModel": h.model,
+                    "vendor": h.vendor,
+                    "capacity": {"tflops": h.fp16_tflops, "vram": h.vram},
+                },
             },
-        }
+        )
         for i, h in enumerate(cluster.hardware)
     ]
 
 
-def quota_objects(cluster: ClusterFile) -> dict[str, dict[str, Any]]:
-    """GPUResourceQuota objects by namespace."""
-    return {
-        q.namespace: {
+def quota_objects(cluster: ClusterFile, path: Path) -> dict[str, GPUResourceQuota]:
+    """GPUResourceQuota objects by namespace; InputError names the cluster file's field."""
+    quotas: dict[str, GPUResourceQuota] = {}
+    for i, quota in enumerate(cluster.quotas):
+        raw = {
             "apiVersion": API_VERSION,
             "kind": "GPUResourceQuota",
-            "metadata": {"name": q.name, "namespace": q.namespace},
-            "spec": q.spec(),
+            "metadata": {"name": quota.name, "namespace": quota.namespace},
+            "spec": quota.spec(),
         }
-        for q in cluster.quotas
-    }
-
-
-@dataclass(slots=True)
-class PodPreparer:
-    """Runs admission as a dry run against the virtual cluster's pools and quotas."""
-
-    pools: dict[str, dict[str, Any]]
-    quotas: dict[str, dict[str, Any]]
-    gpus: list[dict[str, Any]] = field(default_factory=list)
-    next_index: int = 1
-
-    def prepare(
-        self,
-        manifest: Mapping[str, Any],
-        name: str,
-        namespace: str,
-        uid: str,
-        mutate: bool = True,
-    ) -> PreparedPod:
-        """Admit (dry run) unless the pod is already a worker or `mutate` is off, then parse
-        the annotations; PreparationError carries admission's or the parser's message."""
-        pod = copy.deepcopy(dict(manifest))
-        metadata = pod.setdefault("metadata", {})
-        metadata["name"], metadata["namespace"], metadata["uid"] = name, namespace, uid
-        labels = metadata.get("labels") or {}
-        worker = labels.get(KEYS.component) == "worker"
-        if not worker and labels.get(KEYS.enabled) != "true":
-            raise PreparationError(
-                f"pod {namespace}/{name} is not a GPU worker (NotAGPUWorker): it has neither "
-                f'label {KEYS.enabled}: "true" nor {KEYS.component}: worker'
-            )
-        mutated = False
-        warnings: list[str] = []
-        if not worker and mutate:
-            decision = admit(pod, self._facts(namespace))
-            if not decision.allowed:
-                raise PreparationError(decision.message)
-            warnings = list(decision.warnings)
-            pod = copy.deepcopy(dict(decision.mutated_pod or pod))
-            mutated = True
         try:
-            request = request_from_pod(pod)
-        except AnnotationError as exc:
-            raise PreparationError(exc.message) from None
-        return PreparedPod(pod, request, warnings, mutated)
+            quotas[quota.namespace] = load_as(GPUResourceQuota, raw)
+        except ModelError as error:
+            raise InputError(
+                "\n".join(_quota_issue(path, i, issue) for issue in error.issues)
+            ) from None
+    return quotas
 
-    def _facts(self, namespace: str) -> AdmissionFacts:
-        index = self.next_index
-        self.next_index = index % MAX_POD_INDEX + 1
-        return AdmissionFacts(
-            namespace=namespace,
-            pod_index=index,
-            pools=self.pools,
-            quota=self.quotas.get(namespace),
-            gpus=self.gpus,
-            dry_run=True,
-            name_suffix="sim12345",
-        )
+
+def _quota_issue(path: Path, index: int, issue: FieldIssue) -> str:
+    field = f"quotas[{index}].{issue.path.removeprefix('spec.')}"
+    shown = "" if issue.value is None else f" invalid value {issue.value}:"
+    return f"{path}: cluster: {field}:{shown} {issue.message}"

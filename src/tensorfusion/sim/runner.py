@@ -74,8 +74,8 @@ def _native(virtual: VirtualCluster, scheduler: _Scheduler) -> NativeCluster:
     return NativeCluster.build(scheduler.plugins, virtual.node_objects, requested)
 
 
-def _preparer(cluster: ClusterFile) -> PodPreparer:
-    return PodPreparer(pool_objects(cluster), quota_objects(cluster), gpu_objects(cluster))
+def _preparer(cluster: ClusterFile, path: Path) -> PodPreparer:
+    return PodPreparer(pool_objects(cluster), quota_objects(cluster, path), gpu_objects(cluster))
 
 
 def _policy(virtual: VirtualCluster, scheduler: _Scheduler) -> dict[str, Any]:
@@ -130,7 +130,7 @@ def run_simulation(
         args=scheduler.args,
         weights=scheduler.weights,
         native=_native(virtual, scheduler),
-        preparer=_preparer(cluster),
+        preparer=_preparer(cluster, cluster_path),
         sample_interval=options.sample_interval,
         on_sample=recorder.record if recorder is not None else None,
     )
@@ -174,7 +174,9 @@ def simulate_schedule(
     name = str(metadata.get("name") or "pod")
     namespace = str(metadata.get("namespace") or "default")
     uid = str(metadata.get("uid") or f"simulate-{namespace}-{name}")
-    prepared = _preparer(cluster).prepare(pod, name, namespace, uid, mutate)
+    prepared = _preparer(cluster, cluster_path).prepare(
+        pod, name, namespace, uid, mutate, advance_index=False
+    )
     try:
         native.add_pod(uid, prepared.pod)
     except NativeInputError as exc:

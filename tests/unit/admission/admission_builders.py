@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tensorfusion.domain.admission import AdmissionDecision, AdmissionFacts, admit
+from tensorfusion.domain.admission import AdmissionDecision, AdmissionFacts, admit, load_facts
 
 P = "tensor-fusion.ai/"
 DEFAULT_POOL = "tensor-fusion-shared"
@@ -69,15 +69,45 @@ def native_container(name: str, count: Any, resource: str = "nvidia.com/gpu") ->
     return {"name": name, "image": "x", "resources": {"limits": {resource: count}}}
 
 
+def make_profile(spec: Mapping[str, Any], name: str = "small") -> dict[str, Any]:
+    """A WorkloadProfile object in namespace `default`."""
+    return {
+        "apiVersion": "tensor-fusion.ai/v1",
+        "kind": "WorkloadProfile",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": dict(spec),
+    }
+
+
+def make_quota(single: Mapping[str, Any], name: str = "q") -> dict[str, Any]:
+    """A GPUResourceQuota object in namespace `default` with the given `spec.single`."""
+    return {
+        "apiVersion": "tensor-fusion.ai/v1",
+        "kind": "GPUResourceQuota",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"single": dict(single)},
+    }
+
+
+def make_gpu(model: str, tflops: str, vram: str, name: str = "gpu-0") -> dict[str, Any]:
+    """A GPU object with a model and a capacity."""
+    return {
+        "apiVersion": "tensor-fusion.ai/v1",
+        "kind": "GPU",
+        "metadata": {"name": name},
+        "status": {"gpuModel": model, "capacity": {"tflops": tflops, "vram": vram}},
+    }
+
+
 def make_facts(**overrides: Any) -> AdmissionFacts:
-    """Facts with the default pool `tensor-fusion-shared` and index 1."""
+    """Facts from raw objects (`load_facts`): the default pool `tensor-fusion-shared`, index 1."""
     values: dict[str, Any] = {
         "namespace": "default",
         "pod_index": 1,
         "pools": {DEFAULT_POOL: make_pool()},
     }
     values.update(overrides)
-    return AdmissionFacts(**values)
+    return load_facts(**values)
 
 
 def resources_ok(**extra: str) -> dict[str, str]:

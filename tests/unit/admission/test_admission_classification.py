@@ -1,4 +1,4 @@
-"""Classification (admission.md §3), auto-migration scope (§10) and label selectors."""
+"""Classification (admission.md §3); the auto-migration scope (§10) has its own file."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from typing import Any
 
 import pytest
 
-from tensorfusion.domain.admission import AdmissionDecision, Outcome
-from tensorfusion.domain.admission.auto_migration import auto_migration_selects
+from tensorfusion.domain.admission import AdmissionDecision, Outcome, read_auto_migration
 from tensorfusion.domain.admission.classification import Route, classify
-from tensorfusion.domain.admission.label_selector import SelectorError, selector_matches
 from tensorfusion.domain.admission.native_resources import (
     DEFAULT_NATIVE_RESOURCES,
     has_native_gpus,
@@ -33,6 +31,7 @@ def route(pod: dict[str, Any], **kwargs: Any) -> Route:
         "keys": KEYS,
     }
     options.update(kwargs)
+    options["auto_migration"] = read_auto_migration(options["auto_migration"])
     return classify(pod, **options).route
 
 
@@ -89,98 +88,3 @@ def test_native_gpus_in_requests_or_init_containers_count() -> None:
     assert has_native_gpus(init, DEFAULT_NATIVE_RESOURCES)
     zero = make_pod(containers=[native_container("a", "0")])
     assert not has_native_gpus(zero, DEFAULT_NATIVE_RESOURCES)
-
-
-RULE_NS = {"namespaceNames": ["team-a"]}
-RULE_POD = {"podSelector": {"matchLabels": {"app": "train"}}}
-RULE_NS_SELECTOR = {"namespaceSelector": {"matchLabels": {"gpu": "yes"}}}
-
-
-@pytest.mark.parametrize(
-    ("scope", "namespace", "labels", "namespace_labels", "expected"),
-    [
-        (None, "default", {}, None, True),
-        ({"includes": [RULE_NS]}, "team-a", {}, None, True),
-        ({"includes": [RULE_NS]}, "team-b", {}, None, False),
-        ({"includes": [RULE_POD]}, "x", {"app": "train"}, None, True),
-        ({"includes": [RULE_NS_SELECTOR]}, "x", {}, {"gpu": "yes"}, True),
-        ({"includes": [RULE_NS_SELECTOR]}, "x", {}, {"gpu": "no"}, False),
-        ({"excludes": [RULE_NS]}, "team-a", {}, None, False),
-        ({"excludes": [RULE_NS]}, "team-b", {}, None, True),
-        ({"excludes": [RULE_POD], "includes": [RULE_NS]}, "team-a", {"app": "train"}, None, False),
-    ],
-)
-def test_auto_migration_scope(
-    scope: dict[str, Any] | None,
-    namespace: str,
-    labels: dict[str, str],
-    namespace_labels: dict[str, str] | None,
-    expected: bool,
-) -> None:
-    config: dict[str, Any] = {"enable": True}
-    if scope is not None:
-        config["scope"] = scope
-    pod = make_pod(enabled=None, labels=labels, containers=NATIVE)
-    selected, warnings = auto_migration_selects(pod, namespace, config, namespace_labels)
-    assert selected is expected
-    assert warnings == []
-
-
-@pytest.mark.parametrize(
-    ("rule", "namespace_labels"),
-    [
-        (RULE_NS_SELECTOR, None),
-        ({"podSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}, {}),
-        ({"podSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}, {}),
-    ],
-)
-def test_rule_errors_mean_not_migrated_with_a_warning(
-    run: Run, rule: dict[str, Any], namespace_labels: dict[str, str] | None
-) -> None:
-    config = {"enable": True, "scope": {"includes": [rule]}}
-    pod = make_pod(enabled=None, containers=NATIVE)
-    selected, warnings = auto_migration_selects(pod, "x", config, namespace_labels)
-    assert not selected and warnings
-    decision = run(pod, auto_migration=config, namespace_labels=namespace_labels)
-    assert decision.outcome is Outcome.UNTOUCHED
-    assert any("auto-migration rule error" in warning for warning in decision.warnings)
-
-
-def test_auto_migration_disabled() -> None:
-    pod = make_pod(enabled=None, containers=NATIVE)
-    assert auto_migration_selects(pod, "x", {"enable": False}, None) == (False, [])
-    assert auto_migration_selects(pod, "x", None, None) == (False, [])
-
-
-@pytest.mark.parametrize(
-    ("selector", "labels", "expected"),
-    [
-        ({}, {"a": "1"}, True),
-        ({"matchLabels": {"a": "1"}}, {"a": "1", "b": "2"}, True),
-        ({"matchLabels": {"a": "1"}}, {"a": "2"}, False),
-        (
-            {"matchExpressions": [{"key": "a", "operator": "In", "values": ["1", "2"]}]},
-            {"a": "2"},
-            True,
-        ),
-        ({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}, {}, True),
-        (
-            {"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]},
-            {"a": "1"},
-            False,
-        ),
-        ({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {"a": ""}, True),
-        ({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {"a": ""}, False),
-    ],
-)
-def test_selector_matches(selector: dict[str, Any], labels: dict[str, str], expected: bool) -> None:
-    assert selector_matches(selector, labels) is expected
-
-
-def test_selector_errors() -> None:
-    with pytest.raises(SelectorError):
-        selector_matches(
-            {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, {}
-        )
-    with pytest.raises(SelectorError):
-        selector_matches({"matchLabels": ["a"]}, {})

@@ -14,13 +14,16 @@ from tensorfusion.domain.admission import (
     Outcome,
     admit,
     facts_needed,
+    invalid_object_error,
     owner_key,
+    read_auto_migration,
 )
 from tensorfusion.domain.admission.hashing import (
     NAME_SUFFIX_ALPHABET,
     client_config_hash,
     hashed_name_suffix,
     random_name_suffix,
+    stable_hash,
 )
 from tensorfusion.domain.admission.replica_gate import (
     counter_key,
@@ -29,13 +32,17 @@ from tensorfusion.domain.admission.replica_gate import (
     read_count,
 )
 from tensorfusion.domain.annotations import KEYS, build_keys
+from tensorfusion.domain.model import GPUPool, ModelError, load_as
 
 from .admission_builders import (
     DEFAULT_POOL,
     P,
     make_facts,
+    make_gpu,
     make_pod,
     make_pool,
+    make_profile,
+    make_quota,
     native_container,
     resources_ok,
 )
@@ -81,12 +88,7 @@ def replica_set(annotations: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def profile(spec: dict[str, Any], name: str = "small") -> dict[str, Any]:
-    return {
-        "apiVersion": "tensor-fusion.ai/v1",
-        "kind": "WorkloadProfile",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": spec,
-    }
+    return make_profile(spec, name)
 
 
 # --- step 1: decode -------------------------------------------------------------------------
@@ -218,11 +220,14 @@ def test_annotation_compute_kind_clears_the_profile_kind_on_that_side(run: Run) 
     assert got[P + "compute-percent-request"] == "50"
 
 
-def test_profile_compute_conflict_is_denied(run: Run) -> None:
+def test_profile_compute_conflict_is_an_invalid_profile() -> None:
     base = profile({"resources": {"limits": {"tflops": "10", "compute": "50"}}})
-    decision = run(make_pod({"workload-profile": "small"}), profile=base)
-    assert decision.code == 400
-    assert "resources.limits: TFLOPs and compute percent are mutually exclusive" in decision.message
+    with pytest.raises(ModelError) as caught:
+        make_facts(profile=base)
+    assert str(caught.value) == (
+        'WorkloadProfile "default/small": spec.resources.limits: invalid value '
+        '{"compute":"50","tflops":"10"}: tflops and compute are mutually exclusive; set only one'
+    )
 
 
 def test_missing_profile_is_denied(run: Run) -> None:
@@ -233,14 +238,22 @@ def test_missing_profile_is_denied(run: Run) -> None:
     )
 
 
-def test_profile_with_bad_values_names_the_profile_field(run: Run) -> None:
+def test_profile_with_bad_values_names_the_profile_field() -> None:
     base = profile({"resources": {"limits": {"vram": "lots"}}, "gpuCount": 0, "qos": "x"})
-    decision = run(make_pod({"workload-profile": "small", "tflops-limit": "1"}), profile=base)
-    assert 'WorkloadProfile "small" spec.resources.limits.vram: invalid value "lots"' in (
-        decision.message
+    with pytest.raises(ModelError) as caught:
+        make_facts(profile=base)
+    denial = AdmissionDecision.deny(invalid_object_error(caught.value))
+    assert denial.code == 400 and denial.reason == "BadRequest"
+    assert denial.message == "; ".join(
+        [
+            'WorkloadProfile "default/small": spec.resources.limits.vram: invalid value "lots": '
+            'must be a Kubernetes quantity such as "16Gi", "100" or "500m"',
+            'WorkloadProfile "default/small": spec.qos: invalid value "x": '
+            "must be one of 'low', 'medium', 'high' or 'critical'",
+            'WorkloadProfile "default/small": spec.gpuCount: invalid value 0: '
+            "must be between 1 and 128",
+        ]
     )
-    assert 'WorkloadProfile "small" spec.qos: invalid value "x"' in decision.message
-    assert 'WorkloadProfile "small" spec.gpuCount: invalid value "0"' in decision.message
 
 
 def test_profile_isolation_and_local_gpu_are_honoured(run: Run) -> None:
@@ -316,8 +329,11 @@ def test_pod_template_hash_is_the_pool_client_config_hash(run: Run) -> None:
     pool = make_pool(spec={"componentConfig": {"client": {"image": "client:1"}}})
     decision = run(make_pod(resources_ok()), pools={DEFAULT_POOL: pool})
     labels = (decision.mutated_pod or {})["metadata"]["labels"]
-    assert labels[P + "pod-template-hash"] == client_config_hash(pool)
-    assert client_config_hash(pool) != client_config_hash(make_pool())
+    typed = load_as(GPUPool, pool)
+    assert labels[P + "pod-template-hash"] == client_config_hash(typed)
+    assert client_config_hash(typed) == stable_hash({"image": "client:1"})
+    assert client_config_hash(typed) != client_config_hash(load_as(GPUPool, make_pool()))
+    assert client_config_hash(None) == client_config_hash(load_as(GPUPool, make_pool()))
 
 
 # --- step 6: execution mode -----------------------------------------------------------------
@@ -363,7 +379,7 @@ def test_partition_id_without_partitioned_is_denied(run: Run) -> None:
 
 
 def quota(single: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": {"name": "q", "namespace": "default"}, "spec": {"single": single}}
+    return make_quota(single)
 
 
 def test_quota_defaults_fill_zero_fields(run: Run) -> None:
@@ -558,7 +574,7 @@ def test_inject_container_puts_the_index_on_each_listed_container(run: Run) -> N
 
 
 def gpu(model: str, tflops: str, vram: str) -> dict[str, Any]:
-    return {"status": {"gpuModel": model, "capacity": {"tflops": tflops, "vram": vram}}}
+    return make_gpu(model, tflops, vram, name=f"{model}-{tflops}-{vram}".lower())
 
 
 def test_dedicated_gpu_takes_the_largest_capacity_of_the_model(run: Run) -> None:
@@ -770,7 +786,8 @@ def test_custom_domain_keys() -> None:
     pod = make_pod(enabled=None)
     pod["metadata"]["labels"] = {"acme.io/enabled": "true"}
     pod["metadata"]["annotations"] = {"acme.io/tflops-limit": "10"}
-    pools = {"p": {"metadata": {"name": "p", "annotations": {"acme.io/is-default-pool": "true"}}}}
+    pools = {"p": make_pool("p", default=False)}
+    pools["p"]["metadata"]["annotations"] = {"acme.io/is-default-pool": "true"}
     decision = admit(pod, make_facts(keys=keys, pools=pools))
     assert decision.allowed, decision.message
     mutated = decision.mutated_pod or {}
@@ -881,7 +898,9 @@ def test_facts_needed_for_pods_outside_the_pipeline() -> None:
     assert not facts_needed(make_pod({"enabled-replicas": "0"})).tf_candidate
     native = make_pod(enabled=None, containers=[native_container("a", 1)])
     assert not facts_needed(native).tf_candidate
-    config = {"enable": True, "scope": {"includes": [{"namespaceSelector": {}}]}}
+    config = read_auto_migration(
+        {"enable": True, "scope": {"includes": [{"namespaceSelector": {}}]}}
+    )
     needs = facts_needed(native, auto_migration=config)
     assert needs.tf_candidate and needs.namespace_labels
     opted_out = make_pod(enabled=False, containers=[native_container("a", 1)])

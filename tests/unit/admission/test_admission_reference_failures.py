@@ -8,7 +8,7 @@ import pytest
 
 from tensorfusion.domain.admission import AdmissionDecision, Outcome, owner_key
 
-from .admission_builders import P, make_pod, native_container, resources_ok
+from .admission_builders import P, make_pod, make_profile, native_container, resources_ok
 
 Run = Callable[..., AdmissionDecision]
 
@@ -140,10 +140,7 @@ def test_custom_scheduler_is_left_alone_with_a_warning(run: Run) -> None:
 
 
 def test_profile_values_are_honoured_when_no_annotation(run: Run) -> None:
-    profile = {
-        "metadata": {"name": "p"},
-        "spec": {"isolation": "shared", "isLocalGPU": True},
-    }
+    profile = make_profile({"isolation": "shared", "isLocalGPU": True}, name="p")
     decision = run(make_pod({"workload-profile": "p"}), profile=profile)
     annotations = (decision.mutated_pod or {})["metadata"]["annotations"]
     assert annotations[P + "isolation"] == "shared"
@@ -151,7 +148,7 @@ def test_profile_values_are_honoured_when_no_annotation(run: Run) -> None:
 
 
 def test_profile_gpu_indices_reach_the_pod(run: Run) -> None:
-    profile = {"metadata": {"name": "p"}, "spec": {"gpuIndices": [1], "isolation": "shared"}}
+    profile = make_profile({"gpuIndices": [1], "isolation": "shared"}, name="p")
     decision = run(make_pod({"workload-profile": "p"}), profile=profile)
     assert (decision.mutated_pod or {})["metadata"]["annotations"][P + "gpu-indices"] == "1"
 

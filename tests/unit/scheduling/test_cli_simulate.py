@@ -334,6 +334,19 @@ def test_simulate_schedule_with_a_bad_quota_quantity_exits_2(tmp_path: Path) -> 
     assert_input_error(result, str(path), "'lots'")
 
 
+def test_quota_the_model_rejects_exits_2_naming_the_field(tmp_path: Path) -> None:
+    def change(data: dict[str, Any]) -> None:
+        data["quotas"][0]["single"]["maxRequests"] = {"compute": "150"}
+
+    path = cluster_with(tmp_path, change)
+    field = "quotas[0].single.maxRequests.compute"
+    for result in (
+        invoke("simulate", str(path), str(WORKLOAD)),
+        invoke("simulate-schedule", str(GUIDE_POD), "--cluster", str(path)),
+    ):
+        assert_input_error(result, str(path), field, '"150"', "must be between 0 and 100")
+
+
 def test_bad_container_quantity_in_a_workload_pod_exits_2(tmp_path: Path) -> None:
     data = yaml.safe_load(WORKLOAD.read_text(encoding="utf-8"))
     data["workloads"][0]["pod"]["spec"]["containers"][0]["resources"] = {

@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tensorfusion.domain.admission.auto_migration import auto_migration_selects
+from tensorfusion.domain.admission.auto_migration import (
+    AutoMigrationConfig,
+    auto_migration_selects,
+)
 from tensorfusion.domain.admission.native_resources import has_native_gpus
 from tensorfusion.domain.annotations import Keys
 
@@ -39,7 +42,7 @@ def classify(
     *,
     namespace: str,
     native_resources: Mapping[str, str],
-    auto_migration: Mapping[str, Any] | None,
+    auto_migration: AutoMigrationConfig,
     namespace_labels: Mapping[str, str] | None,
     progressive_migration: bool,
     keys: Keys,
@@ -51,16 +54,16 @@ def classify(
         return Classification(Route.TF, native)
     if not native:
         return Classification(Route.UNTOUCHED)
-    warnings: list[str] = []
+    warnings: tuple[str, ...] = ()
     if label != "false":
         selected, warnings = auto_migration_selects(
             pod, namespace, auto_migration, namespace_labels
         )
         if selected:
-            return Classification(Route.MIGRATE, True, tuple(warnings))
+            return Classification(Route.MIGRATE, True, warnings)
     if progressive_migration:
-        return Classification(Route.PROGRESSIVE, True, tuple(warnings))
-    return Classification(Route.UNTOUCHED, True, tuple(warnings))
+        return Classification(Route.PROGRESSIVE, True, warnings)
+    return Classification(Route.UNTOUCHED, True, warnings)
 
 
 def with_progressive_scheduler(

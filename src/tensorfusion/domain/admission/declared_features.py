@@ -2,53 +2,64 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
 from typing import Any
+
+from pydantic import BaseModel
 
 from tensorfusion.domain.admission.validation import ParsedAnnotations
 from tensorfusion.domain.annotations import Keys
+from tensorfusion.domain.model import to_wire
+from tensorfusion.domain.model.autoscaling import AutoScalingConfig, AutoSetResources
+from tensorfusion.domain.model.workload import GangScheduling
 
 __all__ = ["autoscaling_config", "gang_scheduling"]
 
 
+def _as_written(value: BaseModel | None) -> dict[str, Any] | None:
+    """The profile's fields as written, plus those admission set (JSON for the workload)."""
+    return None if value is None else to_wire(value, exclude_unset=True)
+
+
 def autoscaling_config(
-    parsed: ParsedAnnotations, profile_config: Mapping[str, Any] | None, keys: Keys
+    parsed: ParsedAnnotations, profile_config: AutoScalingConfig | None, keys: Keys
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The workload's `autoScalingConfig`: the profile's, with `autoscale` applied."""
-    config = copy.deepcopy(dict(profile_config)) if profile_config else None
+    config = profile_config
     if parsed.autoscale is None:
-        return config, []
+        return _as_written(config), []
+    auto = None if config is None else config.auto_set_resources
     if not parsed.autoscale:
-        if config and isinstance(config.get("autoSetResources"), dict):
-            config["autoSetResources"]["enable"] = False
-        return config, []
-    config = config or {}
-    auto = config.get("autoSetResources")
-    auto = dict(auto) if isinstance(auto, Mapping) else {}
-    auto["enable"] = True
-    auto["targetResource"] = parsed.autoscale_target or auto.get("targetResource") or "all"
-    config["autoSetResources"] = auto
-    return config, [
+        if config is not None and auto is not None:
+            auto = auto.model_copy(update={"enable": False})
+            config = config.model_copy(update={"auto_set_resources": auto})
+        return _as_written(config), []
+    auto = auto or AutoSetResources()
+    target = parsed.autoscale_target or auto.target_resource or "all"
+    auto = auto.model_copy(update={"enable": True, "target_resource": target})
+    config = (config or AutoScalingConfig()).model_copy(update={"auto_set_resources": auto})
+    return _as_written(config), [
         f"{keys.autoscale}=true: autoscaling is recorded on the workload but not acted on "
         "by this version"
     ]
 
 
 def gang_scheduling(
-    parsed: ParsedAnnotations, profile_gang: Mapping[str, Any] | None, keys: Keys
+    parsed: ParsedAnnotations, profile_gang: GangScheduling | None, keys: Keys
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The workload's `gangScheduling`: the profile's, overridden by the `gang-*` annotations."""
     if parsed.gang_enabled is False:
         return None, []
-    gang = copy.deepcopy(dict(profile_gang)) if profile_gang else None
+    gang = profile_gang
     if parsed.gang_enabled:
-        gang = gang or {}
+        gang = gang or GangScheduling()
+        update: dict[str, Any] = {"mode": gang.mode}
         if parsed.gang_min_members is not None:
-            gang["minMembers"] = parsed.gang_min_members
+            update["min_members"] = parsed.gang_min_members
         if parsed.gang_timeout is not None:
-            gang["timeout"] = parsed.gang_timeout
-        gang.setdefault("mode", "Strict")
+            update["timeout"] = parsed.gang_timeout
+        gang = gang.model_copy(update=update)
     if gang is None:
         return None, []
-    return gang, [f"{keys.gang_enabled}: gang scheduling is not enforced by this version"]
+    return _as_written(gang), [
+        f"{keys.gang_enabled}: gang scheduling is not enforced by this version"
+    ]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from tensorfusion.domain.admission.profile import ProfileSpec
 from tensorfusion.domain.admission.validation import REMOTE_RULE, ParsedAnnotations
 from tensorfusion.domain.annotation_errors import Problem, invalid_value
 from tensorfusion.domain.annotations import Keys
+from tensorfusion.domain.model import GPUPool
 from tensorfusion.domain.vocabulary import IsolationMode
 
 __all__ = ["PARTITIONED_RULE", "ExecutionMode", "resolve_execution_mode"]
@@ -31,7 +31,7 @@ def resolve_execution_mode(
     parsed: ParsedAnnotations,
     profile: ProfileSpec,
     pool_name: str,
-    pool: Mapping[str, Any],
+    pool: GPUPool | None,
     keys: Keys,
 ) -> tuple[ExecutionMode, list[Problem]]:
     """Resolve the mode; remote vGPU and partitioned isolation are denied in this version."""
@@ -49,8 +49,7 @@ def resolve_execution_mode(
     elif profile.is_local_gpu:
         local = True
     else:
-        pool_default = (pool.get("spec") or {}).get("defaultUsingLocalGPU")
-        local = pool_default is not False
+        local = pool is None or pool.spec.default_using_local_gpu is not False
         if not local:
             problems.append(
                 invalid_value(

@@ -10,10 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorfusion.domain.admission.auto_migration import (
-    auto_migration_enabled,
-    needs_namespace_labels,
-)
+from tensorfusion.domain.admission.auto_migration import AutoMigrationConfig
 from tensorfusion.domain.admission.native_resources import DEFAULT_NATIVE_RESOURCES, has_native_gpus
 from tensorfusion.domain.admission.replica_gate import COUNTED_OWNER_KINDS
 from tensorfusion.domain.admission.workload_identity import (
@@ -23,13 +20,19 @@ from tensorfusion.domain.admission.workload_identity import (
     owner_group,
 )
 from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.model import GPU, GPUPool, GPUResourceQuota, WorkloadProfile
 
-__all__ = ["AdmissionFacts", "FactNeeds", "facts_needed"]
+__all__ = ["AUTO_MIGRATION_OFF", "AdmissionFacts", "FactNeeds", "facts_needed"]
+
+AUTO_MIGRATION_OFF = AutoMigrationConfig()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdmissionFacts:
-    """Everything `admit` reads besides the pod. Objects are plain JSON dicts.
+    """Everything `admit` reads besides the pod.
+
+    Our CRD objects are typed models (load raw ones with `load_as`, or build the whole record
+    with `load_facts`); pods and owner objects are plain JSON dicts.
 
     - `namespace`: the request namespace (used when the pod has none).
     - `pools`: GPUPools by name: the annotated pool, or every pool when the pod names none.
@@ -40,9 +43,10 @@ class AdmissionFacts:
       `inUseResourceNames`; fallback nvidia.com/gpu → NVIDIA, amd.com/gpu → AMD).
     - `owners`: owner objects keyed by `owner_key(ownerRef)`; None = NotFound.
     - `namespace_labels`: labels of the pod's Namespace; None = not read or unreadable.
-    - `auto_migration`: dynamic config `autoMigration` (`{enable, scope}`).
+    - `auto_migration`: dynamic config `autoMigration`, read by `read_auto_migration`.
     - `progressive_migration`: `controller.nvidiaOperatorProgressiveMigration`.
-    - `pod_index`: the index p (1..128) to put on the pod (the leader's counter, or a preview).
+    - `pod_index`: the index p (1..128) to put on the pod: the leader's `PodIndexCounter.take()`,
+      or `peek()` on a dry run.
     - `name_suffix`: 8 chars of `[1-9a-km-y]` for a generated workload name (None: derived).
     - `dry_run`: the shell will skip every write; the decision is the same.
     - `warnings`: warnings from gathering (e.g. the random index fallback), kept first.
@@ -50,16 +54,16 @@ class AdmissionFacts:
 
     namespace: str
     pod_index: int
-    pools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    profile: Mapping[str, Any] | None = None
-    quota: Mapping[str, Any] | None = None
-    gpus: Sequence[Mapping[str, Any]] = ()
+    pools: Mapping[str, GPUPool] = field(default_factory=dict)
+    profile: WorkloadProfile | None = None
+    quota: GPUResourceQuota | None = None
+    gpus: Sequence[GPU] = ()
     native_resources: Mapping[str, str] = field(
         default_factory=lambda: dict(DEFAULT_NATIVE_RESOURCES)
     )
     owners: Mapping[OwnerKey, Mapping[str, Any] | None] = field(default_factory=dict)
     namespace_labels: Mapping[str, str] | None = None
-    auto_migration: Mapping[str, Any] | None = None
+    auto_migration: AutoMigrationConfig = AUTO_MIGRATION_OFF
     progressive_migration: bool = False
     name_suffix: str | None = None
     dry_run: bool = False
@@ -92,7 +96,7 @@ def facts_needed(
     pod: Mapping[str, Any],
     *,
     native_resources: Mapping[str, str] = DEFAULT_NATIVE_RESOURCES,
-    auto_migration: Mapping[str, Any] | None = None,
+    auto_migration: AutoMigrationConfig = AUTO_MIGRATION_OFF,
     keys: Keys = KEYS,
 ) -> FactNeeds:
     """The facts `admit` will read for this pod, so the shell never fetches blindly."""
@@ -102,11 +106,11 @@ def facts_needed(
     label = labels.get(keys.enabled)
     namespace_labels = False
     if label != "true":
-        if label == "false" or not auto_migration_enabled(auto_migration):
+        if label == "false" or not auto_migration.enable:
             return FactNeeds()
         if not has_native_gpus(pod, native_resources):
             return FactNeeds()
-        namespace_labels = needs_namespace_labels(auto_migration)
+        namespace_labels = auto_migration.needs_namespace_labels
     if annotations.get(keys.enabled_replicas, "").strip() == "0":
         return FactNeeds(namespace_labels=namespace_labels)
     owners: tuple[Mapping[str, Any], ...] = ()

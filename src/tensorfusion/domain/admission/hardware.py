@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Final
 
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.annotation_errors import Problem, invalid_value
 from tensorfusion.domain.annotations import Keys
-from tensorfusion.domain.quantities import QuantityError, parse_quantity
+from tensorfusion.domain.model import GPU, GPUCapacity
 from tensorfusion.domain.vocabulary import IsolationMode
 
 __all__ = [
@@ -37,23 +37,22 @@ def soft_isolation_problem(
     )
 
 
-def _capacity(gpu: Mapping[str, Any]) -> ResourceAmount | None:
-    capacity = (gpu.get("status") or {}).get("capacity") or {}
-    try:
-        tflops = parse_quantity(str(capacity.get("tflops", "0"))).milli()
-        vram = parse_quantity(str(capacity.get("vram", "0"))).ceil()
-    except QuantityError:
-        return None
-    return ResourceAmount(tflops_milli=tflops, vram_bytes=vram)
+def _capacity(gpu: GPU) -> ResourceAmount:
+    capacity = gpu.status.capacity or GPUCapacity()
+    tflops, vram = capacity.tflops, capacity.vram
+    return ResourceAmount(
+        tflops_milli=0 if tflops is None else tflops.milli(),
+        vram_bytes=0 if vram is None else vram.ceil(),
+    )
 
 
-def max_capacity_by_model(gpus: Iterable[Mapping[str, Any]]) -> dict[str, ResourceAmount]:
+def max_capacity_by_model(gpus: Iterable[GPU]) -> dict[str, ResourceAmount]:
     """Per `status.gpuModel`, the largest capacity (by TFLOPs, then VRAM) among GPU objects."""
     best: dict[str, ResourceAmount] = {}
     for gpu in gpus:
-        model = (gpu.get("status") or {}).get("gpuModel")
+        model = gpu.status.gpu_model
         capacity = _capacity(gpu)
-        if not model or capacity is None:
+        if not model:
             continue
         current = best.get(model)
         key = (capacity.tflops_milli, capacity.vram_bytes)
@@ -63,7 +62,7 @@ def max_capacity_by_model(gpus: Iterable[Mapping[str, Any]]) -> dict[str, Resour
 
 
 def dedicated_gpu_capacity(
-    model: str | None, gpus: Iterable[Mapping[str, Any]], keys: Keys
+    model: str | None, gpus: Iterable[GPU], keys: Keys
 ) -> tuple[ResourceAmount | None, Problem | None]:
     """`dedicated-gpu="true"`: the largest capacity of the model; a problem without one."""
     if not model:

@@ -8,6 +8,8 @@ import random
 from collections.abc import Mapping
 from typing import Any, Final
 
+from tensorfusion.domain.model import GPUPool, to_wire
+
 __all__ = [
     "NAME_SUFFIX_ALPHABET",
     "NAME_SUFFIX_LENGTH",
@@ -29,13 +31,14 @@ def stable_hash(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def client_config_hash(pool: Mapping[str, Any]) -> str:
-    """Hash of the pool's `spec.componentConfig.client` (label `pod-template-hash` of TF pods).
+def client_config_hash(pool: GPUPool | None) -> str:
+    """Hash of the pool's `spec.componentConfig.client` as written (label `pod-template-hash`
+    of TF pods; `{}` when absent).
 
     The pool controller must compute the client component hash with this same function.
     """
-    client = ((pool.get("spec") or {}).get("componentConfig") or {}).get("client") or {}
-    return stable_hash(client)
+    client = None if pool is None else pool.spec.component_config.client
+    return stable_hash({} if client is None else to_wire(client, exclude_unset=True))
 
 
 def pod_template_hash(pod: Mapping[str, Any]) -> str:

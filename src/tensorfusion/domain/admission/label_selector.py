@@ -1,48 +1,67 @@
-"""Kubernetes `LabelSelector` matching (matchLabels and matchExpressions) over plain dicts."""
+"""Kubernetes `LabelSelector` reading and matching (matchLabels and matchExpressions)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["SelectorError", "selector_matches"]
+from pydantic import ValidationError
+
+from tensorfusion.domain.model import LabelSelector, unknown_fields
+from tensorfusion.domain.model.errors import describe_value, issues_from
+
+__all__ = ["SelectorError", "parse_selector", "selector_matches"]
+
+_SELECTOR_RULE: Final = "must be a label selector object (matchLabels, matchExpressions)"
 
 
 class SelectorError(ValueError):
-    """A selector that is not a valid LabelSelector."""
+    """A selector that is not a valid LabelSelector; the message names the field and value."""
 
 
-def selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+def parse_selector(value: Any, where: str) -> LabelSelector:
+    """Validate a raw selector written at `where` (a field path used in error messages)."""
+    if not isinstance(value, Mapping):
+        raise SelectorError(f"{where}: invalid value {describe_value(value)}: {_SELECTOR_RULE}")
+    try:
+        selector = LabelSelector.model_validate(value)
+    except ValidationError as error:
+        raise SelectorError("; ".join(map(str, issues_from(error, (where,))))) from None
+    problems = [f"{where}.{path}: unknown field" for path in unknown_fields(selector)]
+    for i, requirement in enumerate(selector.match_expressions):
+        field = f"{where}.matchExpressions[{i}]"
+        if not requirement.key:
+            problems.append(f"{field}.key: must not be empty")
+        if requirement.operator in ("In", "NotIn") and not requirement.values:
+            problems.append(f"{field}.values: operator {requirement.operator} needs values")
+        if requirement.operator in ("Exists", "DoesNotExist") and requirement.values:
+            problems.append(
+                f"{field}.values: invalid value {describe_value(requirement.values)}: "
+                f"operator {requirement.operator} takes no values"
+            )
+    if problems:
+        raise SelectorError("; ".join(problems))
+    return selector
+
+
+def selector_matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
     """True when `labels` satisfy `selector`; an empty selector matches everything."""
-    if not isinstance(selector, Mapping):
-        raise SelectorError("selector must be an object")
-    match_labels = selector.get("matchLabels") or {}
-    if not isinstance(match_labels, Mapping):
-        raise SelectorError("matchLabels must be an object")
-    for key, value in match_labels.items():
-        if labels.get(key) != value:
+    if any(labels.get(key) != value for key, value in selector.match_labels.items()):
+        return False
+    for requirement in selector.match_expressions:
+        present = requirement.key in labels
+        if requirement.operator == "In" and not (
+            present and labels[requirement.key] in requirement.values
+        ):
             return False
-    expressions = selector.get("matchExpressions") or []
-    if not isinstance(expressions, list):
-        raise SelectorError("matchExpressions must be a list")
-    return all(_expression_matches(expression, labels) for expression in expressions)
-
-
-def _expression_matches(expression: Any, labels: Mapping[str, str]) -> bool:
-    if not isinstance(expression, Mapping):
-        raise SelectorError("a matchExpressions item must be an object")
-    key = expression.get("key")
-    operator = expression.get("operator")
-    values = expression.get("values") or []
-    if not isinstance(key, str) or not key or not isinstance(values, list):
-        raise SelectorError("a matchExpressions item needs a key and a list of values")
-    if operator in ("In", "NotIn"):
-        if not values:
-            raise SelectorError(f"operator {operator} needs values")
-        present = key in labels and str(labels[key]) in values
-        return present if operator == "In" else not present
-    if operator in ("Exists", "DoesNotExist"):
-        if values:
-            raise SelectorError(f"operator {operator} takes no values")
-        return bool((key in labels) == (operator == "Exists"))
-    raise SelectorError(f"unknown operator {operator!r}")
+        if (
+            requirement.operator == "NotIn"
+            and present
+            and (labels[requirement.key] in requirement.values)
+        ):
+            return False
+        if requirement.operator == "Exists" and not present:
+            return False
+        if requirement.operator == "DoesNotExist" and present:
+            return False
+    return True

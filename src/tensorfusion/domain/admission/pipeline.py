@@ -24,7 +24,7 @@ from tensorfusion.domain.admission.native_resources import (
     native_injection_problems,
 )
 from tensorfusion.domain.admission.pool_resolution import resolve_pool
-from tensorfusion.domain.admission.profile import ProfileSpec, parse_profile
+from tensorfusion.domain.admission.profile import ProfileSpec, read_profile
 from tensorfusion.domain.admission.qos import derive_qos
 from tensorfusion.domain.admission.quota_single import read_single_quota
 from tensorfusion.domain.admission.replica_gate import evaluate_gate
@@ -149,8 +149,7 @@ def _tf_pipeline(
     profile = ProfileSpec()
     if parsed.workload_profile is not None:
         found_profile = facts.profile
-        profile_name = ((found_profile or {}).get("metadata") or {}).get("name")
-        if found_profile is None or profile_name != parsed.workload_profile:
+        if found_profile is None or found_profile.metadata.name != parsed.workload_profile:
             problems.append(
                 problem(
                     f'WorkloadProfile "{parsed.workload_profile}" not found in namespace '
@@ -159,8 +158,7 @@ def _tf_pipeline(
                 )
             )
         else:
-            profile, found = parse_profile(found_profile)
-            problems += found
+            profile = read_profile(found_profile)
     pool = resolve_pool(parsed.gpupool, profile.pool_name, profile.where, facts.pools, keys)
     problems += pool.problems
     warnings += pool.warnings
@@ -190,9 +188,7 @@ def _tf_pipeline(
     problems += found
 
     # Step 9: autoscaling (declared).
-    auto_scaling, found_warnings = autoscaling_config(
-        parsed, profile.passthrough.get("autoScalingConfig"), keys
-    )
+    auto_scaling, found_warnings = autoscaling_config(parsed, profile.auto_scaling_config, keys)
     warnings += found_warnings
 
     # Step 10: containers.
@@ -219,7 +215,7 @@ def _tf_pipeline(
             requests = limits = capacity
 
     # Step 12: gang (declared).
-    gang, found_warnings = gang_scheduling(parsed, profile.passthrough.get("gangScheduling"), keys)
+    gang, found_warnings = gang_scheduling(parsed, profile.gang_scheduling, keys)
     warnings += found_warnings
 
     # Step 13: semantic checks, then deny if anything was found.

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from tensorfusion.domain.annotation_errors import Problem, problem
 from tensorfusion.domain.annotations import Keys
+from tensorfusion.domain.model import GPUPool
 
 __all__ = ["PoolResolution", "default_pool_names", "resolve_pool"]
 
@@ -17,23 +17,22 @@ class PoolResolution:
     """The chosen pool (name and object), or the problem that prevented a choice."""
 
     name: str = ""
-    pool: Mapping[str, Any] = field(default_factory=dict)
+    pool: GPUPool | None = None
     problems: tuple[Problem, ...] = ()
     warnings: tuple[str, ...] = ()
 
     @property
     def found(self) -> bool:
         """True when a pool was chosen."""
-        return bool(self.name) and not self.problems
+        return self.pool is not None and not self.problems
 
 
-def default_pool_names(pools: Mapping[str, Mapping[str, Any]], keys: Keys) -> list[str]:
+def default_pool_names(pools: Mapping[str, GPUPool], keys: Keys) -> list[str]:
     """Names of the pools annotated `is-default-pool: "true"`, sorted."""
     return sorted(
         name
         for name, pool in pools.items()
-        if ((pool.get("metadata") or {}).get("annotations") or {}).get(keys.is_default_pool)
-        == "true"
+        if pool.metadata.annotations.get(keys.is_default_pool) == "true"
     )
 
 
@@ -41,7 +40,7 @@ def resolve_pool(
     annotation: str | None,
     profile_pool: str | None,
     profile_field: str,
-    pools: Mapping[str, Mapping[str, Any]],
+    pools: Mapping[str, GPUPool],
     keys: Keys,
 ) -> PoolResolution:
     """`gpupool` annotation, else the profile's `poolName`, else the default pool."""

@@ -6,28 +6,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorfusion.domain.admission.resources import resource_from_json
+from tensorfusion.domain.admission.resources import resource_amount
 from tensorfusion.domain.allocation_request import ResourceAmount
-from tensorfusion.domain.annotation_errors import Problem, invalid_value, problem
-from tensorfusion.domain.annotation_values import enum_rule
+from tensorfusion.domain.model import WorkloadProfile
+from tensorfusion.domain.model.autoscaling import AutoScalingConfig
+from tensorfusion.domain.model.workload import GangScheduling
 from tensorfusion.domain.vocabulary import IsolationMode, QoSLevel
 
-__all__ = ["PASSTHROUGH_FIELDS", "ProfileSpec", "parse_profile"]
-
-# Spec fields copied verbatim into the TensorFusionWorkload (§12).
-PASSTHROUGH_FIELDS = (
-    "autoScalingConfig",
-    "nodeAffinity",
-    "workerPodTemplate",
-    "gangScheduling",
-    "replicas",
-)
-_RANK = "workload-profile"
+__all__ = ["ProfileSpec", "read_profile"]
 
 
 @dataclass(frozen=True, slots=True)
 class ProfileSpec:
-    """A WorkloadProfile spec in typed form; None = not set in the profile."""
+    """A WorkloadProfile spec as admission uses it; None = not set in the profile.
+
+    `passthrough`: `nodeAffinity`, `workerPodTemplate` and `replicas`, copied verbatim into
+    the TensorFusionWorkload (§12); autoscaling and gang settings are merged with the
+    annotations first.
+    """
 
     name: str = ""
     where: str = "WorkloadProfile spec"
@@ -43,93 +39,37 @@ class ProfileSpec:
     vendor: str | None = None
     gpu_count: int | None = None
     gpu_indices: tuple[int, ...] | None = None
+    auto_scaling_config: AutoScalingConfig | None = None
+    gang_scheduling: GangScheduling | None = None
     passthrough: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _string(spec: Mapping[str, Any], name: str) -> str | None:
-    value = spec.get(name)
-    return value if isinstance(value, str) and value else None
-
-
-def _bool(spec: Mapping[str, Any], name: str, where: str, problems: list[Problem]) -> bool | None:
-    value = spec.get(name)
-    if value is None or isinstance(value, bool):
-        return value
-    problems.append(
-        invalid_value(f"{where}.{name}", str(value), "must be a boolean", rank_as=_RANK)
-    )
-    return None
-
-
-def parse_profile(profile: Mapping[str, Any]) -> tuple[ProfileSpec, list[Problem]]:
-    """Read a WorkloadProfile object; problems name the profile field."""
-    name = str((profile.get("metadata") or {}).get("name", ""))
-    where = f'WorkloadProfile "{name}" spec'
-    spec = profile.get("spec") or {}
-    problems: list[Problem] = []
-    resources = spec.get("resources") or {}
-    requests, found = resource_from_json(
-        resources.get("requests"), f"{where}.resources.requests", _RANK
-    )
-    problems += found
-    limits, found = resource_from_json(resources.get("limits"), f"{where}.resources.limits", _RANK)
-    problems += found
-    qos: QoSLevel | None = None
-    if spec.get("qos"):
-        try:
-            qos = QoSLevel(spec["qos"])
-        except ValueError:
-            problems.append(
-                invalid_value(f"{where}.qos", str(spec["qos"]), enum_rule(QoSLevel), rank_as=_RANK)
-            )
-    isolation: IsolationMode | None = None
-    if spec.get("isolation"):
-        try:
-            isolation = IsolationMode(spec["isolation"])
-        except ValueError:
-            problems.append(
-                invalid_value(
-                    f"{where}.isolation",
-                    str(spec["isolation"]),
-                    enum_rule(IsolationMode),
-                    rank_as=_RANK,
-                )
-            )
-    count = spec.get("gpuCount")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
-        problems.append(
-            invalid_value(f"{where}.gpuCount", str(count), "must be an integer", rank_as=_RANK)
-        )
-        count = None
-    indices_value = spec.get("gpuIndices")
-    indices: tuple[int, ...] | None = None
-    if indices_value:
-        if not isinstance(indices_value, list) or any(
-            isinstance(item, bool) or not isinstance(item, int) or item < 0
-            for item in indices_value
-        ):
-            problems.append(
-                problem(f"{where}.gpuIndices: must be a list of integers >= 0", about=_RANK)
-            )
-        else:
-            indices = tuple(indices_value)
-    return (
-        ProfileSpec(
-            name=name,
-            where=where,
-            pool_name=_string(spec, "poolName"),
-            requests=requests,
-            limits=limits,
-            qos=qos,
-            is_local_gpu=_bool(spec, "isLocalGPU", where, problems),
-            sidecar_worker=_bool(spec, "sidecarWorker", where, problems),
-            isolation=isolation,
-            partition_template_id=_string(spec, "partitionTemplateId"),
-            gpu_model=_string(spec, "gpuModel"),
-            vendor=_string(spec, "vendor"),
-            gpu_count=count,
-            gpu_indices=indices,
-            passthrough={key: spec[key] for key in PASSTHROUGH_FIELDS if spec.get(key) is not None},
-        ),
-        problems,
+def read_profile(profile: WorkloadProfile) -> ProfileSpec:
+    """The profile's spec; the model has already checked every value (`load_as`)."""
+    name = profile.metadata.name or ""
+    spec = profile.spec
+    passthrough = {
+        "nodeAffinity": spec.node_affinity,
+        "workerPodTemplate": spec.worker_pod_template,
+        "replicas": spec.replicas,
+    }
+    return ProfileSpec(
+        name=name,
+        where=f'WorkloadProfile "{name}" spec',
+        pool_name=spec.pool_name or None,
+        requests=resource_amount(spec.resources.requests),
+        limits=resource_amount(spec.resources.limits),
+        qos=spec.qos,
+        is_local_gpu=spec.is_local_gpu,
+        sidecar_worker=spec.sidecar_worker,
+        # The model defaults `isolation` to soft; admission needs to know whether it was set.
+        isolation=spec.isolation if "isolation" in spec.model_fields_set else None,
+        partition_template_id=spec.partition_template_id or None,
+        gpu_model=spec.gpu_model or None,
+        vendor=spec.vendor or None,
+        gpu_count=spec.gpu_count,
+        gpu_indices=tuple(spec.gpu_indices) or None,
+        auto_scaling_config=spec.auto_scaling_config,
+        gang_scheduling=spec.gang_scheduling,
+        passthrough={key: value for key, value in passthrough.items() if value is not None},
     )

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.model import GPUPool
 from tensorfusion.domain.vocabulary import QoSLevel
 
 __all__ = ["derive_qos"]
@@ -16,7 +14,7 @@ def derive_qos(
     profile: QoSLevel | None,
     requests: ResourceAmount,
     limits: ResourceAmount,
-    pool: Mapping[str, Any],
+    pool: GPUPool | None,
 ) -> QoSLevel:
     """Annotation; else profile; else `high` for equal non-zero TFLOPs and VRAM requests and
     limits (percent does not qualify); else the pool's `qosConfig.defaultQoS`; else `medium`.
@@ -32,8 +30,5 @@ def derive_qos(
         and limits.vram_bytes == requests.vram_bytes
     ):
         return QoSLevel.HIGH
-    default = ((pool.get("spec") or {}).get("qosConfig") or {}).get("defaultQoS")
-    try:
-        return QoSLevel(default) if default else QoSLevel.MEDIUM
-    except ValueError:
-        return QoSLevel.MEDIUM
+    default = None if pool is None else pool.spec.qos_config.default_qos
+    return default or QoSLevel.MEDIUM

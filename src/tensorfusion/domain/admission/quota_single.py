@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from tensorfusion.domain.admission.resources import resource_from_json
+from tensorfusion.domain.admission.resources import resource_amount
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.annotation_errors import Code, Problem, invalid_value
 from tensorfusion.domain.annotations import Keys
+from tensorfusion.domain.model import GPUResourceQuota
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
 __all__ = ["SingleQuota", "read_single_quota", "single_cap_problems"]
@@ -27,24 +26,18 @@ class SingleQuota:
     default_limits: ResourceAmount = field(default_factory=ResourceAmount)
 
 
-def read_single_quota(quota: Mapping[str, Any] | None) -> SingleQuota:
-    """`spec.single` of the effective quota; unreadable values count as zero (unchecked)."""
-    if not quota:
+def read_single_quota(quota: GPUResourceQuota | None) -> SingleQuota:
+    """`spec.single` of the effective quota; absent values are zero (unchecked, not filled)."""
+    if quota is None:
         return SingleQuota()
-    single = (quota.get("spec") or {}).get("single") or {}
-
-    def amount(name: str) -> ResourceAmount:
-        value, problems = resource_from_json(single.get(name), name)
-        return ResourceAmount() if problems else value
-
-    count = single.get("maxGPUCount")
+    single = quota.spec.single
     return SingleQuota(
-        name=str((quota.get("metadata") or {}).get("name", "")),
-        max_requests=amount("maxRequests"),
-        max_limits=amount("maxLimits"),
-        max_gpu_count=count if isinstance(count, int) and not isinstance(count, bool) else 0,
-        default_requests=amount("defaultRequests"),
-        default_limits=amount("defaultLimits"),
+        name=quota.metadata.name or "",
+        max_requests=resource_amount(single.max_requests),
+        max_limits=resource_amount(single.max_limits),
+        max_gpu_count=single.max_gpu_count or 0,
+        default_requests=resource_amount(single.default_requests),
+        default_limits=resource_amount(single.default_limits),
     )
 
 

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tensorfusion.domain.admission.native_resources import NativeGPUs
 from tensorfusion.domain.admission.validation import ParsedAnnotations
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.annotation_errors import Problem, invalid_value, problem
-from tensorfusion.domain.annotation_values import (
-    InvalidValueError,
-    parse_percent,
-    parse_quantity_value,
-)
 from tensorfusion.domain.annotations import INDEX_MAX, INDEX_MIN, Keys
+from tensorfusion.domain.model import Resource
 
 __all__ = [
     "FULL_GPU_PERCENT_MILLI",
@@ -23,37 +17,22 @@ __all__ = [
     "fill_defaults",
     "resolve_count",
     "resolve_resources",
-    "resource_from_json",
+    "resource_amount",
 ]
 
 FULL_GPU_PERCENT_MILLI = 100_000
 
 
-def resource_from_json(
-    value: Any, field: str, rank_as: str = ""
-) -> tuple[ResourceAmount, list[Problem]]:
-    """A CRD `Resource` object (`tflops`, `compute`, `vram`) in integer units."""
-    if not value:
-        return ResourceAmount(), []
-    if not isinstance(value, Mapping):
-        return ResourceAmount(), [problem(f"{field}: must be an object", about=rank_as)]
-    problems: list[Problem] = []
-    units = {"tflops": 0, "compute": 0, "vram": 0}
-    for name in units:
-        raw = value.get(name)
-        if raw is None or raw == "":
-            continue
-        text = str(raw)
-        try:
-            if name == "tflops":
-                units[name] = parse_quantity_value(text, "100").milli()
-            elif name == "vram":
-                units[name] = parse_quantity_value(text, "16Gi").ceil()
-            elif parse_quantity_value(text, "50").value != 0:
-                units[name] = parse_percent(text).milli()
-        except InvalidValueError as error:
-            problems.append(invalid_value(f"{field}.{name}", text, error.rule, rank_as=rank_as))
-    return ResourceAmount(units["tflops"], units["compute"], units["vram"]), problems
+def resource_amount(resource: Resource | None) -> ResourceAmount:
+    """A CRD `Resource` (`tflops`, `compute`, `vram`) in integer units; absent parts are zero."""
+    if resource is None:
+        return ResourceAmount()
+    tflops, compute, vram = resource.tflops, resource.compute, resource.vram
+    return ResourceAmount(
+        tflops_milli=0 if tflops is None else tflops.milli(),
+        percent_milli=0 if compute is None else compute.milli(),
+        vram_bytes=0 if vram is None else vram.ceil(),
+    )
 
 
 def fill_defaults(base: ResourceAmount, default: ResourceAmount) -> ResourceAmount:
