@@ -18,13 +18,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from tensorfusion.cli.report_view import print_report
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.admission.dry_run import PreparationError
+from tensorfusion.domain.allocator.mapping import oversubscription_of
+from tensorfusion.domain.model import Oversubscription as OversubscriptionModel
 from tensorfusion.domain.vocabulary import PlacementMode
-from tensorfusion.sim.cluster_file import Oversubscription as OversubscriptionFile
 from tensorfusion.sim.cluster_file import load_cluster
 from tensorfusion.sim.html_report import render_html
 from tensorfusion.sim.input_errors import InputError, read_yaml
-from tensorfusion.sim.pod_preparation import PreparationError
 from tensorfusion.sim.runner import SimulationOptions, run_simulation, simulate_schedule
 from tensorfusion.sim.virtual_cluster import PolicyOverrides
 from tensorfusion.sim.workload_file import load_workload, pod_shape_problem
@@ -85,9 +85,9 @@ def _overrides(
     if any(v is not None for v in given.values()):
         if no_oversubscription:
             raise InputError("--no-oversubscription cannot be combined with oversubscription flags")
-        # The cluster file's model holds the defaults and the allowed ranges.
+        # The GPUPool model holds the defaults and the allowed ranges.
         try:
-            checked = OversubscriptionFile.model_validate(
+            checked = OversubscriptionModel.model_validate(
                 {k: v for k, v in given.items() if v is not None}
             )
         except ValidationError as exc:
@@ -96,11 +96,7 @@ def _overrides(
             raise InputError(
                 f"{flag}: invalid value {error['input']}: {error['msg'].lower()}"
             ) from None
-        over = Oversubscription(
-            checked.tflops_oversell_ratio,
-            checked.vram_expand_to_host_mem,
-            checked.vram_expand_to_host_disk,
-        )
+        over = oversubscription_of(checked)
     return PolicyOverrides(
         placement_mode=_placement_mode(placement_mode),
         oversubscription=over,

@@ -8,11 +8,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tensorfusion.domain.allocator.quota_status import quota_spec_problems
+from tensorfusion.domain.model import Oversubscription, unknown_fields
+from tensorfusion.domain.model.quota import GPUResourceQuotaSpec, QuotaSingle, QuotaTotal
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationPolicy, PlacementMode
 from tensorfusion.sim.input_errors import load_model
 
-__all__ = ["ClusterFile", "GPUSpec", "HardwareModel", "NodeSpec", "PoolSpec", "load_cluster"]
+__all__ = [
+    "ClusterFile",
+    "GPUSpec",
+    "HardwareModel",
+    "NodeSpec",
+    "PoolSpec",
+    "QuotaFile",
+    "load_cluster",
+]
 
 
 def _quantity(value: Any) -> str:
@@ -56,16 +67,8 @@ class HardwareModel(_Strict):
     _check = field_validator("fp16_tflops", "vram", mode="before")(_quantity)
 
 
-class Oversubscription(_Strict):
-    """`capacityConfig.oversubscription` of a pool."""
-
-    tflops_oversell_ratio: int = Field(500, alias="tflopsOversellRatio", ge=100, le=100000)
-    vram_expand_to_host_mem: int = Field(50, alias="vramExpandToHostMem", ge=0, le=100)
-    vram_expand_to_host_disk: int = Field(70, alias="vramExpandToHostDisk", ge=0, le=100)
-
-
 class CapacityConfig(_Strict):
-    """The part of `capacityConfig` the simulator acts on."""
+    """The part of a pool's `capacityConfig` the simulator acts on (the GPUPool model's type)."""
 
     oversubscription: Oversubscription | None = None
 
@@ -152,49 +155,17 @@ class NodeSpec(_Strict):
         return value
 
 
-class QuotaAmounts(_Strict):
-    """TFLOPs, compute percent and VRAM of a quota cap or default (absent = not set)."""
-
-    tflops: QuantityText | None = None
-    compute: QuantityText | None = None
-    vram: QuantityText | None = None
-
-    _check = field_validator("tflops", "compute", "vram", mode="before")(_quantity)
-
-
-class QuotaTotal(_Strict):
-    """`spec.total` of a GPUResourceQuota."""
-
-    requests: QuotaAmounts = Field(default_factory=QuotaAmounts)
-    limits: QuotaAmounts = Field(default_factory=QuotaAmounts)
-    max_workers: int = Field(32768, alias="maxWorkers", ge=0)
-    alert_threshold_percent: int = Field(95, alias="alertThresholdPercent", ge=0, le=100)
-
-
-class QuotaSingle(_Strict):
-    """`spec.single` of a GPUResourceQuota."""
-
-    max_requests: QuotaAmounts = Field(default_factory=QuotaAmounts, alias="maxRequests")
-    max_limits: QuotaAmounts = Field(default_factory=QuotaAmounts, alias="maxLimits")
-    max_gpu_count: int | None = Field(None, alias="maxGPUCount", ge=1, le=128)
-    default_requests: QuotaAmounts = Field(default_factory=QuotaAmounts, alias="defaultRequests")
-    default_limits: QuotaAmounts = Field(default_factory=QuotaAmounts, alias="defaultLimits")
-
-
 class QuotaFile(_Strict):
-    """A namespace's GPUResourceQuota (spec of api.md §2.7)."""
+    """A namespace's GPUResourceQuota: `total` and `single` are the model's spec types."""
 
     namespace: str = Field(min_length=1)
     name: str = "quota"
     total: QuotaTotal = Field(default_factory=QuotaTotal)
     single: QuotaSingle = Field(default_factory=QuotaSingle)
 
-    def spec(self) -> dict[str, Any]:
-        """The GPUResourceQuota `spec` as JSON."""
-        return {
-            "total": self.total.model_dump(by_alias=True, exclude_none=True),
-            "single": self.single.model_dump(by_alias=True, exclude_none=True),
-        }
+    def spec(self) -> GPUResourceQuotaSpec:
+        """The GPUResourceQuota `spec`."""
+        return GPUResourceQuotaSpec(total=self.total, single=self.single)
 
 
 class ClusterFile(_Strict):
@@ -226,6 +197,7 @@ class ClusterFile(_Strict):
                         f"nodes[{i}] ({node.name}).gpus.overrides[{j}].index: invalid value "
                         f"{override.index}: the node has GPUs 0..{node.gpus.count - 1}"
                     )
+        _model_sections_hold(self)
         models = {h.model for h in self.hardware}
         pools = {p.name for p in self.pools}
         for i, node in enumerate(self.nodes):
@@ -240,6 +212,29 @@ class ClusterFile(_Strict):
                     f"not in the hardware table ({', '.join(sorted(models))})"
                 )
         return self
+
+
+def _model_sections_hold(cluster: ClusterFile) -> None:
+    """The sections typed by the CRD models: no unknown keys, and quota specs that hold."""
+    problems: list[str] = []
+    for i, pool in enumerate(cluster.pools):
+        over = pool.capacity_config.oversubscription
+        if over is not None:
+            where = f"pools[{i}] ({pool.name}).capacityConfig.oversubscription."
+            problems += [f"{where}{path}: unknown field" for path in unknown_fields(over)]
+    for i, quota in enumerate(cluster.quotas):
+        where = f"quotas[{i}] ({quota.namespace})"
+        for section in ("total", "single"):
+            problems += [
+                f"{where}.{section}.{path}: unknown field"
+                for path in unknown_fields(getattr(quota, section))
+            ]
+        problems += [
+            f"{where}.{problem.removeprefix('spec.')}"
+            for problem in quota_spec_problems(quota.spec())
+        ]
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 def _unique(section: str, key: str, values: list[str]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from tensorfusion.adapters.package_data import default_alert_rule_set, default_scheduler_config
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
+from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
 from tensorfusion.domain.alerting.replay import replay_alerts
 from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import explain
@@ -25,13 +26,6 @@ from tensorfusion.sim.engine import Simulation
 from tensorfusion.sim.input_errors import InputError
 from tensorfusion.sim.metrics_recording import SIM_EPOCH_MS, MetricsRecorder
 from tensorfusion.sim.native_view import NativeCluster
-from tensorfusion.sim.pod_preparation import (
-    PodPreparer,
-    PreparationError,
-    gpu_objects,
-    pool_objects,
-    quota_objects,
-)
 from tensorfusion.sim.report import build_report
 from tensorfusion.sim.virtual_cluster import PolicyOverrides, VirtualCluster, build_cluster
 from tensorfusion.sim.workload_file import WorkloadFile
@@ -74,8 +68,9 @@ def _native(virtual: VirtualCluster, scheduler: _Scheduler) -> NativeCluster:
     return NativeCluster.build(scheduler.plugins, virtual.node_objects, requested)
 
 
-def _preparer(cluster: ClusterFile, path: Path) -> PodPreparer:
-    return PodPreparer(pool_objects(cluster), quota_objects(cluster, path), gpu_objects(cluster))
+def _preparer(virtual: VirtualCluster) -> PodPreparer:
+    objects = virtual.objects
+    return PodPreparer(objects.pools, objects.quotas, objects.gpus)
 
 
 def _policy(virtual: VirtualCluster, scheduler: _Scheduler) -> dict[str, Any]:
@@ -130,7 +125,7 @@ def run_simulation(
         args=scheduler.args,
         weights=scheduler.weights,
         native=_native(virtual, scheduler),
-        preparer=_preparer(cluster, cluster_path),
+        preparer=_preparer(virtual),
         sample_interval=options.sample_interval,
         on_sample=recorder.record if recorder is not None else None,
     )
@@ -174,9 +169,7 @@ def simulate_schedule(
     name = str(metadata.get("name") or "pod")
     namespace = str(metadata.get("namespace") or "default")
     uid = str(metadata.get("uid") or f"simulate-{namespace}-{name}")
-    prepared = _preparer(cluster, cluster_path).prepare(
-        pod, name, namespace, uid, mutate, advance_index=False
-    )
+    prepared = _preparer(virtual).prepare(pod, name, namespace, uid, mutate, advance_index=False)
     try:
         native.add_pod(uid, prepared.pod)
     except NativeInputError as exc:

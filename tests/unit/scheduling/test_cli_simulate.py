@@ -344,7 +344,7 @@ def test_quota_the_model_rejects_exits_2_naming_the_field(tmp_path: Path) -> Non
         invoke("simulate", str(path), str(WORKLOAD)),
         invoke("simulate-schedule", str(GUIDE_POD), "--cluster", str(path)),
     ):
-        assert_input_error(result, str(path), field, '"150"', "must be between 0 and 100")
+        assert_input_error(result, str(path), field, "'150'", "must be between 0 and 100")
 
 
 def test_bad_container_quantity_in_a_workload_pod_exits_2(tmp_path: Path) -> None:
@@ -363,3 +363,30 @@ def test_bad_container_quantity_in_a_workload_pod_names_the_file(tmp_path: Path)
     }
     path = write_yaml(tmp_path / "workload.yaml", data)
     assert_input_error(invoke("simulate", str(CLUSTER), str(path)), str(path))
+
+
+def test_an_unknown_oversubscription_key_exits_2_naming_it(tmp_path: Path) -> None:
+    def change(data: dict[str, Any]) -> None:
+        data["pools"][0]["capacityConfig"]["oversubscription"]["tflopsOversellRatoi"] = 900
+
+    path = cluster_with(tmp_path, change)
+    result = invoke("simulate", str(path), str(WORKLOAD))
+    assert_input_error(
+        result,
+        str(path),
+        "pools[0] (tensor-fusion-shared).capacityConfig.oversubscription.tflopsOversellRatoi",
+        "unknown field",
+    )
+
+
+def test_quota_limits_below_requests_exit_2_naming_both_fields(tmp_path: Path) -> None:
+    def change(data: dict[str, Any]) -> None:
+        data["quotas"][0]["total"]["limits"] = {"tflops": "1000"}
+
+    path = cluster_with(tmp_path, change)
+    result = invoke("simulate-schedule", str(GUIDE_POD), "--cluster", str(path))
+    assert_input_error(
+        result,
+        "quotas[0] (research).total.limits.tflops: invalid value 1k",
+        "must not be below spec.total.requests.tflops (2k)",
+    )

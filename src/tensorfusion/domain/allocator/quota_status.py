@@ -120,11 +120,20 @@ def _limits_below_requests(
         if request is None or limit is None or request.is_zero() or limit.is_zero():
             continue
         if limit.value < request.value:
+            shown = _shown_vram if component == "vram" else _shown_milli
             problems.append(
-                f"{where}.{limit_side}.{component}: invalid value {limit}: must not be below "
-                f"{where}.{request_side}.{component} ({request})"
+                f"{where}.{limit_side}.{component}: invalid value {shown(limit)}: must not be "
+                f"below {where}.{request_side}.{component} ({shown(request)})"
             )
     return problems
+
+
+def _shown_vram(quantity: Quantity) -> str:
+    return format_bytes(quantity.ceil())
+
+
+def _shown_milli(quantity: Quantity) -> str:
+    return format_milli(quantity.milli())
 
 
 def choose_effective(
