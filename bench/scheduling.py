@@ -27,12 +27,12 @@ from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAm
 from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide_indexed, explain
 from tensorfusion.domain.scheduling.native import NativePlugins, PodRequirements
+from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import (
     read_scheduler_settings,
 )
 from tensorfusion.sim.cluster_file import ClusterFile
-from tensorfusion.sim.native_view import NativeCluster
 from tensorfusion.sim.virtual_cluster import VirtualCluster, build_cluster
 
 POOL = "tensor-fusion-shared"
@@ -89,8 +89,8 @@ class Harness:
             settings.score_weights.node_resources_fit, settings.score_weights.gpu_resources_fit
         )
         self.cluster: VirtualCluster = build_cluster(cluster_of(nodes))
-        self.native = NativeCluster.build(
-            NativePlugins(settings.node_resources_fit), self.cluster.node_objects, {}
+        self.native = NativeCluster.from_nodes(
+            NativePlugins(settings.node_resources_fit), self.cluster.node_objects
         )
         self.index = NodeScoreIndex(self.cluster.allocator, self.args.weights)
         self.rng = random.Random(seed)

@@ -13,9 +13,9 @@ from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import decide, decide_indexed
+from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
-from tensorfusion.sim.native_view import NativeCluster
 from tensorfusion.sim.samples import Sample, take_sample
 from tensorfusion.sim.virtual_cluster import VirtualCluster
 from tensorfusion.sim.workload_file import WorkloadFile

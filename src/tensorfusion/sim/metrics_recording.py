@@ -12,6 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.capacity_figures import (
+    CapacityTotals,
+    node_capacity,
+    pool_capacities,
+)
 from tensorfusion.domain.metrics.recorders import (
     ClusterSnapshot,
     GPUFigures,
@@ -82,38 +87,32 @@ def _gpu_figures(allocator: Allocator) -> list[GPUFigures]:
 
 
 def _node_and_pool_figures(allocator: Allocator) -> tuple[list[NodeFigures], list[PoolFigures]]:
-    nodes: list[NodeFigures] = []
-    pools: dict[str, list[int]] = {}
-    for node in allocator.nodes.values():
-        if not node.gpus:
-            continue
-        total_t, total_v = node.total_capacity()
-        avail_t, avail_v = node.total_available()
-        v_t, v_v, va_t, va_v = allocator.node_virtual_figures(node)
-        pool = node.gpus[0].pool
-        nodes.append(
-            NodeFigures(
-                name=node.name, pool=pool, phase="Running", gpu_count=len(node.gpus),
-                total_tflops_milli=total_t, available_tflops_milli=avail_t,
-                total_vram=total_v, available_vram=avail_v,
-                virtual_tflops_milli=v_t, virtual_available_tflops_milli=va_t,
-                virtual_vram=v_v, virtual_available_vram=va_v,
-            )
-        )  # fmt: skip
-        figures = pools.setdefault(pool, [0] * 9)
-        for i, value in enumerate((len(node.gpus), total_t, avail_t, total_v, avail_v,
-                                   v_t, va_t, v_v, va_v)):  # fmt: skip
-            figures[i] += value
-    pool_rows = [
-        PoolFigures(
-            name=name, phase="Running", gpu_count=f[0], total_tflops_milli=f[1],
-            available_tflops_milli=f[2], total_vram=f[3], available_vram=f[4],
-            virtual_tflops_milli=f[5], virtual_available_tflops_milli=f[6],
-            virtual_vram=f[7], virtual_available_vram=f[8],
+    capacities = [node_capacity(allocator, n) for n in allocator.nodes.values() if n.gpus]
+    nodes = [
+        NodeFigures(
+            name=node.name, pool=node.pool, phase="Running", gpu_count=len(node.gpus),
+            **_figures(node.totals),
         )
-        for name, f in sorted(pools.items())
+        for node in capacities
     ]  # fmt: skip
-    return nodes, pool_rows
+    pools = [
+        PoolFigures(name=name, phase="Running", gpu_count=pool.gpus, **_figures(pool.totals))
+        for name, pool in pool_capacities(allocator, capacities).items()
+    ]
+    return nodes, pools
+
+
+def _figures(totals: CapacityTotals) -> dict[str, int]:
+    return {
+        "total_tflops_milli": totals.total_tflops,
+        "available_tflops_milli": totals.available_tflops,
+        "total_vram": totals.total_vram,
+        "available_vram": totals.available_vram,
+        "virtual_tflops_milli": totals.virtual_tflops,
+        "virtual_available_tflops_milli": totals.virtual_available_tflops,
+        "virtual_vram": totals.virtual_vram,
+        "virtual_available_vram": totals.virtual_available_vram,
+    }
 
 
 def build_snapshot(t: float, cluster: VirtualCluster, pods: Sequence[SimPod]) -> ClusterSnapshot:

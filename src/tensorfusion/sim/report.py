@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from tensorfusion.domain.allocator.capacity_figures import (
+    CapacityTotals,
+    PoolCapacity,
+    pool_capacities,
+)
 from tensorfusion.sim.engine import PodOutcome, SimulationResult
 from tensorfusion.sim.samples import Sample
 from tensorfusion.sim.virtual_cluster import VirtualCluster
@@ -53,15 +58,11 @@ def build_report(
     rejected_reasons = Counter(p.message or "" for p in pods if p.outcome is PodOutcome.REJECTED)
     pending = [p for p in pods if p.outcome is PodOutcome.WAITING]
     allocator = cluster.allocator
+    capacities = pool_capacities(allocator)
     pools = []
     for name in sorted(cluster.pools):
-        gpus = allocator.pool_gpus(name)
-        nodes = [allocator.nodes[n] for n in sorted({g.node for g in gpus})]
-        virtual_tflops = virtual_vram = 0
-        for node in nodes:
-            v_tflops, v_vram, _, _ = allocator.node_virtual_figures(node)
-            virtual_tflops += v_tflops
-            virtual_vram += v_vram
+        capacity = capacities.get(name) or PoolCapacity(name, 0, 0, 0, CapacityTotals())
+        totals = capacity.totals
         settings = allocator.pool(name)
         pool_samples = [p for s in result.samples for p in s.pools if p.pool == name]
         pools.append({
@@ -72,13 +73,12 @@ def build_report(
                 "vramExpandToHostMem": settings.oversubscription.vram_expand_to_host_mem,
                 "vramExpandToHostDisk": settings.oversubscription.vram_expand_to_host_disk,
             },
-            "nodes": len(nodes),
-            "gpus": len(gpus),
-            "physical": {
-                "tflops": _tflops(sum(g.capacity_tflops for g in gpus)),
-                "vram": _vram(sum(g.capacity_vram for g in gpus)),
+            "nodes": capacity.nodes,
+            "gpus": capacity.gpus,
+            "physical": {"tflops": _tflops(totals.total_tflops), "vram": _vram(totals.total_vram)},
+            "virtual": {
+                "tflops": _tflops(totals.virtual_tflops), "vram": _vram(totals.virtual_vram)
             },
-            "virtual": {"tflops": _tflops(virtual_tflops), "vram": _vram(virtual_vram)},
             "peakAllocated": None if not pool_samples else {
                 "tflops": _tflops(max(p.allocated_tflops for p in pool_samples)),
                 "vram": _vram(max(p.allocated_vram for p in pool_samples)),

@@ -14,6 +14,7 @@ from tensorfusion.domain.alerting.replay import replay_alerts
 from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import explain
 from tensorfusion.domain.scheduling.native import NativeInputError, NativePlugins
+from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import (
     SchedulerConfigError,
@@ -25,7 +26,6 @@ from tensorfusion.sim.cluster_file import ClusterFile
 from tensorfusion.sim.engine import Simulation
 from tensorfusion.sim.input_errors import InputError
 from tensorfusion.sim.metrics_recording import SIM_EPOCH_MS, MetricsRecorder
-from tensorfusion.sim.native_view import NativeCluster
 from tensorfusion.sim.report import build_report
 from tensorfusion.sim.virtual_cluster import PolicyOverrides, VirtualCluster, build_cluster
 from tensorfusion.sim.workload_file import WorkloadFile
@@ -64,8 +64,11 @@ def _scheduler(cluster: ClusterFile, path: Path) -> _Scheduler:
 
 
 def _native(virtual: VirtualCluster, scheduler: _Scheduler) -> NativeCluster:
-    requested = {name: spec.requested for name, spec in virtual.nodes.items()}
-    return NativeCluster.build(scheduler.plugins, virtual.node_objects, requested)
+    native = NativeCluster.from_nodes(scheduler.plugins, virtual.node_objects)
+    for name, spec in virtual.nodes.items():
+        if spec.requested:
+            native.add_requests(name, spec.requested)
+    return native
 
 
 def _preparer(virtual: VirtualCluster) -> PodPreparer:

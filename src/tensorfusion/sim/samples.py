@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tensorfusion.domain.allocator.capacity_figures import node_capacity
 from tensorfusion.sim.virtual_cluster import VirtualCluster
 
 __all__ = ["PoolSample", "Sample", "take_sample"]
@@ -79,10 +80,10 @@ def take_sample(t: float, cluster: VirtualCluster, waiting: int, running: int) -
             nodes_in_use += 1
         if not node.gpus:
             continue
-        v_tflops, v_vram, _, _ = allocator.node_virtual_figures(node)
+        totals = node_capacity(allocator, node).totals
         figures = virtual.setdefault(node.gpus[0].pool, [0, 0, 0, 0])
-        figures[0] += v_tflops
-        figures[1] += v_vram
+        figures[0] += totals.virtual_tflops
+        figures[1] += totals.virtual_vram
         figures[2] += node.limit_tflops
         figures[3] += node.limit_vram
     pools = tuple(

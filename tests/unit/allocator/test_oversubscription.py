@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
+from tensorfusion.domain.allocator.capacity_figures import node_capacity
 from tensorfusion.domain.allocator.filter_chain import (
     GPUSchedulingArgs,
     NodeEvaluation,
@@ -80,17 +81,25 @@ def test_virtual_vram_adds_floored_host_ram_and_disk_shares() -> None:
     assert node == 8 * vram("80Gi") + vram("1Ti") * 70 // 100 + vram("256Gi")
 
 
+def _virtual(allocator: Allocator) -> tuple[int, int, int, int]:
+    totals = node_capacity(allocator, allocator.nodes[NODE]).totals
+    return (
+        totals.virtual_tflops,
+        totals.virtual_vram,
+        totals.virtual_available_tflops,
+        totals.virtual_available_vram,
+    )
+
+
 def test_node_virtual_capacity_uses_host_facts_and_the_pool_settings() -> None:
     allocator = oversubscribed(
         ("312", "80Gi"), ("312", "80Gi"), ratio=500, mem=50, disk=70, ram="100Gi",
         data_disk="10Gi",
     )  # fmt: skip
     virtual = (tflops("3120"), vram("160Gi") + vram("57Gi"))  # 50 % of 100Gi + 70 % of 10Gi
-    assert allocator.node_virtual_figures(allocator.nodes[NODE]) == virtual + virtual
+    assert _virtual(allocator) == virtual + virtual
     plain = allocator_with(gpu("g", NODE))
-    assert plain.node_virtual_figures(plain.nodes[NODE]) == (
-        tflops("312"), vram("80Gi"), tflops("312"), vram("80Gi"),
-    )  # fmt: skip
+    assert _virtual(plain) == (tflops("312"), vram("80Gi"), tflops("312"), vram("80Gi"))
 
 
 # ---- effective limits ----------------------------------------------------------------------
@@ -117,28 +126,27 @@ def test_multi_gpu_limits_are_subtracted_count_times() -> None:
     allocator = oversubscribed(*[("312", "80Gi")] * 4, ratio=200)
     commit(allocator, request("p", ("10", "1Gi"), limit=("100", "10Gi"), count=4),
            ["g0", "g1", "g2", "g3"])  # fmt: skip
-    node = allocator.nodes[NODE]
-    virtual_t, virtual_v, avail_t, avail_v = allocator.node_virtual_figures(node)
+    virtual_t, virtual_v, avail_t, avail_v = _virtual(allocator)
     assert (virtual_t, virtual_v) == (tflops("2496"), vram("320Gi"))
     assert (avail_t, avail_v) == (tflops("2096"), vram("280Gi"))
     allocator.release("p")
-    assert allocator.node_virtual_figures(node)[2:] == (tflops("2496"), vram("320Gi"))
+    assert _virtual(allocator)[2:] == (tflops("2496"), vram("320Gi"))
 
 
 def test_shared_allocation_counts_the_capacities_of_its_gpus() -> None:
     allocator = oversubscribed(("312", "80Gi"), ("200", "48Gi"), ratio=300)
     commit(allocator, request("s", isolation=IsolationMode.SHARED, count=2), ["g0", "g1"])
     assert allocator.records["s"].effective_limit == (tflops("512"), vram("128Gi"))
-    _, _, avail_t, avail_v = allocator.node_virtual_figures(allocator.nodes[NODE])
+    _, _, avail_t, avail_v = _virtual(allocator)
     assert (avail_t, avail_v) == (tflops("1536") - tflops("512"), vram("128Gi") - vram("128Gi"))
 
 
 def test_virtual_available_counts_committed_allocations_only() -> None:
     allocator = oversubscribed(("312", "80Gi"), ratio=500)
     allocator.assume(request("p", ("10", "1Gi"), limit=("100", "2Gi")), NODE, ["g0"], now=0)
-    assert allocator.node_virtual_figures(allocator.nodes[NODE])[2] == tflops("1560")
+    assert _virtual(allocator)[2] == tflops("1560")
     allocator.commit("p", now=0)
-    assert allocator.node_virtual_figures(allocator.nodes[NODE])[2] == tflops("1460")
+    assert _virtual(allocator)[2] == tflops("1460")
 
 
 # ---- VirtualCapacity -----------------------------------------------------------------------

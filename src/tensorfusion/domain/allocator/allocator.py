@@ -16,10 +16,7 @@ from tensorfusion.domain.allocator.gpu_accounting import (
     update_running_apps,
 )
 from tensorfusion.domain.allocator.gpu_state import GPUState
-from tensorfusion.domain.allocator.oversubscription import (
-    Oversubscription,
-    virtual_capacity,
-)
+from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaSpec
 from tensorfusion.domain.allocator.records import (
     AllocationRecord,
@@ -143,20 +140,6 @@ class Allocator:
     def remove_quota(self, namespace: str) -> None:
         """Forget a namespace's quota."""
         self.quotas.pop(namespace, None)
-
-    def node_virtual_figures(self, node: NodeState) -> tuple[int, int, int, int]:
-        """(virtual TFLOPs, virtual VRAM, virtual available TFLOPs, virtual available VRAM)."""
-        total_tflops, total_vram = node.total_capacity()
-        settings = self._node_oversubscription(node)
-        v_tflops, v_vram = virtual_capacity(
-            total_tflops, total_vram, node.ram_bytes, node.disk_bytes, settings
-        )
-        return (
-            v_tflops,
-            v_vram,
-            v_tflops - node.committed_limit_tflops,
-            v_vram - node.committed_limit_vram,
-        )
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -387,10 +370,3 @@ class Allocator:
         node = self.nodes.get(gpu.node)
         if node is not None:
             node.gpus = [g for g in node.gpus if g.name != gpu.name]
-
-    def _node_oversubscription(self, node: NodeState) -> Oversubscription | None:
-        for gpu in node.gpus:
-            settings = self.pools.get(gpu.pool)
-            if settings is not None and settings.oversubscription is not None:
-                return settings.oversubscription
-        return None

@@ -75,13 +75,6 @@ class NodeState:
             sum(g.capacity_vram for g in self.gpus),
         )
 
-    def total_available(self) -> tuple[int, int]:
-        """Sum of the committed-available figures of the node's GPUs."""
-        return (
-            sum(g.available_tflops for g in self.gpus),
-            sum(g.available_vram for g in self.gpus),
-        )
-
 
 RECOVERY_INCONSISTENT_REASON = "GPUAllocationInconsistent"
 """Event reason for a pod whose `gpu-ids` name GPUs that are unknown or on another node."""

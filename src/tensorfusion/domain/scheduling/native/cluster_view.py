@@ -1,0 +1,237 @@
+"""The native-plugin view of a set of nodes: Node facts, the requests of the pods bound to each
+node, each pod's rejection and NodeResourcesFit score per node, and a bound of that score.
+
+One implementation for the simulator (nodes of its cluster file) and the extender (Nodes and
+bound pods from the informer cache): the decision reads it through `NativeView`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tensorfusion.domain.scheduling.native.framework import NativePlugins
+from tensorfusion.domain.scheduling.native.node import NodeFacts
+from tensorfusion.domain.scheduling.native.pod import PodRequirements
+from tensorfusion.domain.scheduling.native.resources import CPU, MEMORY, NodeUsage, pod_resources
+
+__all__ = ["NativeCluster", "PodNativeView", "requests_pod"]
+
+
+def requests_pod(requests: Mapping[str, str]) -> dict[str, Any]:
+    """A one-container pod requesting `requests` (what other pods on a node already take)."""
+    return {"spec": {"containers": [{"name": "bound", "resources": {"requests": dict(requests)}}]}}
+
+
+def _allocatable(facts: NodeFacts, resource: str) -> int:
+    return facts.allocatable.cpu_milli if resource == CPU else facts.allocatable.memory
+
+
+@dataclass(slots=True)
+class PodNativeView:
+    """One pod's native rejection and fit score per node (the decision's `NativeView`)."""
+
+    cluster: NativeCluster
+    requirements: PodRequirements
+    token: int
+
+    def rejection(self, node: str) -> tuple[str, str] | None:
+        """(plugin, reason) of the first native filter that fails; unknown nodes fail."""
+        return self._outcome(node)[0]
+
+    def fit(self, node: str) -> int:
+        """NodeResourcesFit score of the pod on the node."""
+        return self._outcome(node)[1]
+
+    def _outcome(self, node: str) -> tuple[tuple[str, str] | None, int]:
+        # Both depend only on the pod and on the node's facts and usage, so they are kept
+        # per node until a pod binds to or leaves it, or the node changes.
+        memo = self.cluster.outcomes.get(node)
+        if memo is None:
+            return ("NodeNotFound", f'node "{node}" not found'), 0
+        outcome = memo.get(self.token)
+        if outcome is None:
+            cluster = self.cluster
+            facts, usage = cluster.facts[node], cluster.usage[node]
+            result = cluster.plugins.filter(self.requirements, facts, usage)
+            outcome = (
+                None if result is None else (result.plugin, result.message),
+                cluster.plugins.fit_score(self.requirements, facts, usage),
+            )
+            memo[self.token] = outcome
+        return outcome
+
+    def fit_bound(self) -> int:
+        """An upper bound of `fit` over every node."""
+        return self.cluster.fit_bound(self.requirements)
+
+
+@dataclass(slots=True)
+class NativeCluster:
+    """Node facts, the requests of the pods bound to each node, and compiled pods."""
+
+    plugins: NativePlugins
+    facts: dict[str, NodeFacts] = field(default_factory=dict)
+    usage: dict[str, NodeUsage] = field(default_factory=dict)
+    pods: dict[str, PodRequirements] = field(default_factory=dict)
+    bound: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, dict[int, tuple[tuple[str, str] | None, int]]] = field(default_factory=dict)
+    _tokens: dict[int, tuple[PodRequirements, int]] = field(default_factory=dict)
+    _names: list[str] | None = None
+    _fullest: dict[str, list[tuple[float, int, str]]] = field(default_factory=dict)
+    _version: dict[str, int] = field(default_factory=dict)
+    _min_allocatable: dict[str, int] | None = None
+
+    @classmethod
+    def from_nodes(
+        cls, plugins: NativePlugins, node_objects: Mapping[str, Mapping[str, Any]]
+    ) -> NativeCluster:
+        """A view of the given Node objects with no pod bound yet."""
+        cluster = cls(plugins)
+        for name in sorted(node_objects):
+            cluster.set_node(name, node_objects[name])
+        return cluster
+
+    # ---- nodes -----------------------------------------------------------------------------
+
+    def set_node(self, name: str, node: Mapping[str, Any]) -> None:
+        """Add a Node or replace its facts (labels, taints, allocatable); usage is kept."""
+        self.facts[name] = NodeFacts.from_node(node)
+        self.usage.setdefault(name, NodeUsage())
+        self._names = None
+        self._min_allocatable = None
+        self._track(name)
+
+    def remove_node(self, name: str) -> None:
+        """Forget a Node; pods bound to it stay bound until they are unbound."""
+        self.facts.pop(name, None)
+        self.usage.pop(name, None)
+        self.outcomes.pop(name, None)
+        self._version[name] = self._version.get(name, 0) + 1
+        self._names = None
+        self._min_allocatable = None
+
+    def node_names(self) -> list[str]:
+        """Every node, sorted by name."""
+        if self._names is None:
+            self._names = sorted(self.facts)
+        return self._names
+
+    # ---- pods ------------------------------------------------------------------------------
+
+    def add_pod(self, uid: str, pod: Mapping[str, Any]) -> PodRequirements:
+        """Compile a pod once for all its scheduling attempts (NativeInputError if invalid)."""
+        requirements = PodRequirements.from_pod(pod)
+        self.pods[uid] = requirements
+        return requirements
+
+    def forget_pod(self, uid: str) -> None:
+        """Unbind the pod if bound and drop its compiled form."""
+        self.unbind(uid)
+        self.pods.pop(uid, None)
+
+    def view(self, uid: str) -> PodNativeView:
+        """The native view of a compiled pod."""
+        requirements = self.pods[uid]
+        known = self._tokens.get(id(requirements))
+        if known is None or known[0] is not requirements:
+            known = (requirements, len(self._tokens) + 1)
+            self._tokens[id(requirements)] = known
+        return PodNativeView(self, requirements, known[1])
+
+    def bind(self, uid: str, node: str) -> None:
+        """Count the compiled pod's requests on the node (moving it if bound elsewhere)."""
+        if self.bound.get(uid) == node:
+            return
+        self.unbind(uid)
+        usage = self.usage.setdefault(node, NodeUsage())
+        usage.add(self.pods[uid].resources)
+        self.bound[uid] = node
+        if node in self.facts:
+            self._track(node)
+
+    def unbind(self, uid: str) -> None:
+        """Forget the pod's requests on its node."""
+        node = self.bound.pop(uid, None)
+        if node is not None:
+            usage = self.usage.get(node)
+            if usage is not None:
+                usage.remove(self.pods[uid].resources)
+            if node in self.facts:
+                self._track(node)
+
+    def add_requests(self, node: str, requests: Mapping[str, str]) -> None:
+        """Count requests of pods outside the view (a cluster file's `requested`)."""
+        usage = self.usage.setdefault(node, NodeUsage())
+        usage.add(pod_resources(requests_pod(requests)))
+        if node in self.facts:
+            self._track(node)
+
+    # ---- the fit bound -----------------------------------------------------------------------
+
+    def fit_bound(self, pod: PodRequirements) -> int:
+        """An upper bound of the pod's NodeResourcesFit score over all nodes.
+
+        Per scored resource, the utilisation on any node is at most the highest utilisation
+        of bound pods plus the pod's own request over the smallest allocatable.
+        """
+        scorer = self.plugins.scorer
+        smallest_of = self._smallest_allocatable()
+        bounds: dict[str, int] = {}
+        for resource in scorer.resources_scored(pod.resources):
+            smallest = smallest_of.get(resource, 0)
+            if resource not in (CPU, MEMORY) or smallest <= 0:
+                bounds[resource] = 100
+                continue
+            own = (
+                pod.resources.non_zero_cpu_milli
+                if resource == CPU
+                else pod.resources.non_zero_memory
+            )
+            ratio = self._highest_ratio(resource) + own / smallest
+            bounds[resource] = min(100, math.ceil(ratio * 100 + 1e-9))
+        return scorer.score_bound(bounds)
+
+    def _smallest_allocatable(self) -> dict[str, int]:
+        if self._min_allocatable is None:
+            self._min_allocatable = {
+                resource: min((_allocatable(f, resource) for f in self.facts.values()), default=0)
+                for resource in (CPU, MEMORY)
+            }
+        return self._min_allocatable
+
+    def _highest_ratio(self, resource: str) -> float:
+        heap = self._fullest.get(resource)
+        while heap:
+            negative, version, node = heap[0]
+            if self._version.get(node) == version:
+                return -negative
+            heapq.heappop(heap)
+        return 0.0
+
+    def _track(self, node: str) -> None:
+        self.outcomes[node] = {}
+        version = self._version.get(node, 0) + 1
+        self._version[node] = version
+        for resource in (CPU, MEMORY):
+            heap = self._fullest.setdefault(resource, [])
+            entry = self._ratio_entry(node, resource)
+            if entry is not None:
+                heapq.heappush(heap, entry)
+            if len(heap) > 4 * len(self.facts) + 64:
+                # Drop the superseded entries that never reached the top.
+                self._fullest[resource] = [
+                    e for n in self.facts if (e := self._ratio_entry(n, resource)) is not None
+                ]
+                heapq.heapify(self._fullest[resource])
+
+    def _ratio_entry(self, node: str, resource: str) -> tuple[float, int, str] | None:
+        allocatable = _allocatable(self.facts[node], resource)
+        if allocatable <= 0:
+            return None
+        usage = self.usage[node]
+        used = usage.non_zero_cpu_milli if resource == CPU else usage.non_zero_memory
+        return -used / allocatable, self._version[node], node
