@@ -20,7 +20,7 @@ from tensorfusion.domain.allocator.records import RecordState
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide
 from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy
 
-from .builders import AllNodesPass, gpu, request
+from .builders import AllNodesPass, examples, gpu, request
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,26 @@ def check_invariants(allocator: Allocator) -> None:
         )
 
 
+def check_within_capacity(allocator: Allocator) -> None:
+    """What the records charge each GPU (committed plus assumed) fits in its capacity."""
+    charged: dict[str, tuple[int, int]] = {}
+    for r in allocator.records.values():
+        for name, (tflops_milli, vram_bytes) in zip(r.gpus, r.charged, strict=True):
+            t, v = charged.get(name, (0, 0))
+            charged[name] = (t + tflops_milli, v + vram_bytes)
+    for g in allocator.gpus.values():
+        t, v = charged.get(g.name, (0, 0))
+        assert t <= g.capacity_tflops, (
+            f"{g.name}: {t} mTFLOPs charged, capacity {g.capacity_tflops}"
+        )
+        assert v <= g.capacity_vram, f"{g.name}: {v} bytes charged, capacity {g.capacity_vram}"
+
+
 def run_ops(allocator: Allocator, sequence: list[Op]) -> None:
+    """Apply the ops; after each, the invariants hold, and no GPU is over-committed unless a
+    capacity shrink came first (pods keep what they hold when a card shrinks)."""
     live: list[str] = []
+    shrunk = False
     for i, op in enumerate(sequence):
         names = sorted(allocator.gpus)
         if op.kind == "release" and live:
@@ -141,6 +159,10 @@ def run_ops(allocator: Allocator, sequence: list[Op]) -> None:
         elif op.kind == "resize" and names:
             known = allocator.gpus[names[op.index % len(names)]]
             fresh = gpu(known.name, known.node, capacity=(str(op.tflops), f"{op.vram}Gi"))
+            shrunk = shrunk or (
+                fresh.capacity_tflops < known.capacity_tflops
+                or fresh.capacity_vram < known.capacity_vram
+            )
             allocator.upsert_gpu(fresh)
         elif op.kind == "readd" and names:
             known = allocator.gpus[names[op.index % len(names)]]
@@ -160,6 +182,8 @@ def run_ops(allocator: Allocator, sequence: list[Op]) -> None:
                     allocator.commit(uid, now=float(i))
                 live.append(uid)
         check_invariants(allocator)
+        if not shrunk:
+            check_within_capacity(allocator)
 
 
 def snapshot(allocator: Allocator) -> dict[str, object]:
@@ -181,15 +205,16 @@ def snapshot(allocator: Allocator) -> dict[str, object]:
     }  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(clusters, policies, lifecycle_ops)
 def test_no_gpu_is_ever_over_committed(
     cluster: list[list[tuple[str, str]]], policy: IsolationPolicy, seq: list[Op]
 ) -> None:
+    """Committed plus assumed charges of every GPU stay within its capacity (`run_ops`)."""
     run_ops(build(cluster, policy), seq)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(clusters, policies, inventory_ops)
 def test_owned_fields_follow_the_records_through_capacity_changes_and_readds(
     cluster: list[list[tuple[str, str]]], policy: IsolationPolicy, seq: list[Op]
@@ -197,7 +222,7 @@ def test_owned_fields_follow_the_records_through_capacity_changes_and_readds(
     run_ops(build(cluster, policy), seq)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(clusters, policies, lifecycle_ops)
 def test_releasing_everything_restores_the_initial_state(
     cluster: list[list[tuple[str, str]]], policy: IsolationPolicy, seq: list[Op]
@@ -210,7 +235,7 @@ def test_releasing_everything_restores_the_initial_state(
     assert snapshot(allocator) == initial
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(clusters, policies, lifecycle_ops)
 def test_rebuild_from_gpu_ids_equals_live_state(
     cluster: list[list[tuple[str, str]]], policy: IsolationPolicy, seq: list[Op]

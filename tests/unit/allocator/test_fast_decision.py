@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,14 +23,18 @@ from tensorfusion.domain.vocabulary import (
     TopologyMode,
 )
 
-from .builders import gpu, request
+from .builders import examples, gpu, request
 
 
 @dataclass
 class TableView:
-    """Native filters and fits from tables (a node missing from `fits` is rejected)."""
+    """Native filters and fits from tables (a node missing from `fits` is rejected).
+
+    The fit bound is the largest fit, or `bound` when given (a loose bound).
+    """
 
     fits: dict[str, int]
+    bound: int | None = None
 
     def rejection(self, node: str) -> tuple[str, str] | None:
         return None if node in self.fits else ("NodeAffinity", "no match")
@@ -38,6 +43,8 @@ class TableView:
         return self.fits[node]
 
     def fit_bound(self) -> int:
+        if self.bound is not None:
+            return self.bound
         return max(self.fits.values(), default=0)
 
 
@@ -82,7 +89,7 @@ def shaped_request(
     return base
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(
     node_shapes,
     pods,
@@ -191,3 +198,147 @@ def test_a_zero_vram_request_still_sees_gpus_over_committed_by_a_capacity_drop()
     fast = decide_indexed(index, req, AllPassView(), args, weights, reasons=False)
     assert full.node == "node-a"
     assert (fast.node, fast.combined) == (full.node, full.combined)
+
+
+# --- ties (§7.6: highest combined, then higher node score, then node name ascending) ---------
+#
+# Every GPU has 100 TFLOPs and 100 GiB; a GPU loaded with `used` percent of both scores `used`
+# at node level (compact: by what is used), so a node of such GPUs scores their mean. A GPU
+# locked to hard isolation is incompatible with the soft pod: it counts in the node's bound
+# (the best term, as the node's GPUs differ in isolation state) but not in its node score.
+
+POD = request("pod", ("1", "1Gi"))
+Loads = dict[str, list[tuple[int, str]]]
+"""Per node, (used percent, isolation mode) of each GPU."""
+
+
+def loaded_allocator(loads: Loads) -> Allocator:
+    """An allocator with the GPUs of `loads`, each assumed as loaded as given."""
+    allocator = Allocator()
+    for node in sorted(loads, reverse=True):  # insertion order must not decide a tie
+        for g, (used, isolation) in enumerate(loads[node]):
+            name = f"{node}-{g}"
+            state = gpu(name, node, capacity=("100", "100Gi"))
+            state.isolation_mode = isolation
+            allocator.upsert_gpu(state)
+            if used:
+                load = request(f"load-{name}", (str(used), f"{used}Gi"))
+                allocator.assume(load, node, [name], now=0)
+    return allocator
+
+
+def buckets(allocator: Allocator) -> list[tuple[int, list[str]]]:
+    """(bound, nodes) of the node index for the pod, highest bound first."""
+    index = NodeScoreIndex(allocator, GPUSchedulingArgs().weights)
+    index.sync()
+    return [
+        (bound, sorted(names))
+        for bound, names in index.ordered(POD.pool, 1, POD.request.vram_bytes)
+    ]
+
+
+def both_decisions(
+    allocator: Allocator, view: TableView, weights: ScoreWeights
+) -> tuple[tuple[str | None, int], tuple[str | None, int]]:
+    """(node, combined) of the full decision (nodes given in reverse name order) and of the
+    indexed one."""
+    args = GPUSchedulingArgs()
+    candidates = sorted(allocator.nodes, reverse=True)
+    full = decide(allocator, POD, view, candidates, args, weights)
+    index = NodeScoreIndex(allocator, args.weights)
+    fast = decide_indexed(index, POD, view, args, weights)
+    return (full.node, full.combined), (fast.node, fast.combined)
+
+
+FIT_BOUNDS = (None, 100)  # the largest fit as the fit bound (exact), or a loose bound
+
+
+@pytest.mark.parametrize("fit_bound", FIT_BOUNDS)
+@pytest.mark.parametrize(("higher", "lower"), [("node-a", "node-b"), ("node-b", "node-a")])
+def test_equal_combined_goes_to_the_higher_node_score(
+    higher: str, lower: str, fit_bound: int | None
+) -> None:
+    # 60 + 40 = 40 + 60: with the exact fit bound the higher node's combined equals the upper
+    # bound of the lower bucket (the lower node's fit is the fit bound).
+    allocator = loaded_allocator({higher: [(60, "")], lower: [(40, "")]})
+    assert buckets(allocator) == [(60, [higher]), (40, [lower])]
+    view = TableView({higher: 40, lower: 60}, fit_bound)
+    full, fast = both_decisions(allocator, view, ScoreWeights(1, 1))
+    assert full == fast == (higher, 100)
+
+
+@pytest.mark.parametrize("fit_bound", FIT_BOUNDS)
+def test_equal_combined_weighted_goes_to_the_higher_node_score(fit_bound: int | None) -> None:
+    # wFit 1, wGPU 2: 20 + 2 × 60 = 60 + 2 × 40 = 140, the upper bound of bucket 40.
+    allocator = loaded_allocator({"node-a": [(40, "")], "node-b": [(60, "")]})
+    view = TableView({"node-a": 60, "node-b": 20}, fit_bound)
+    full, fast = both_decisions(allocator, view, ScoreWeights(1, 2))
+    assert full == fast == ("node-b", 140)
+
+
+@pytest.mark.parametrize("fit_bound", FIT_BOUNDS)
+def test_a_weighted_fit_lifts_a_node_of_a_lower_bucket(fit_bound: int | None) -> None:
+    # wFit 2, wGPU 1: node-a (score 20, fit 40) makes 100, node-b (score 60, fit 10) only 80;
+    # bucket 20 may hold 20 + 2 × 40 = 100, so it must be opened.
+    allocator = loaded_allocator({"node-a": [(20, "")], "node-b": [(60, "")]})
+    view = TableView({"node-a": 40, "node-b": 10}, fit_bound)
+    full, fast = both_decisions(allocator, view, ScoreWeights(2, 1))
+    assert full == fast == ("node-a", 100)
+
+
+@pytest.mark.parametrize("fit_bound", FIT_BOUNDS)
+def test_full_tie_in_one_bucket_goes_to_the_smallest_name(fit_bound: int | None) -> None:
+    allocator = loaded_allocator({"node-c": [(50, "")], "node-a": [(50, "")], "node-b": [(50, "")]})
+    assert buckets(allocator) == [(50, ["node-a", "node-b", "node-c"])]
+    view = TableView({"node-a": 30, "node-b": 30, "node-c": 30}, fit_bound)
+    full, fast = both_decisions(allocator, view, ScoreWeights(1, 1))
+    assert full == fast == ("node-a", 80)
+
+
+@pytest.mark.parametrize("fit_bound", FIT_BOUNDS)
+def test_full_tie_goes_to_the_smallest_name_even_in_a_lower_bucket(fit_bound: int | None) -> None:
+    # node-b's bound is its best term (70), its node score the soft GPU's 50: once exact, its
+    # combined equals the upper bound of bucket 50 and its score equals that bound, so bucket
+    # 50 must still be opened, and node-a there ties fully and wins by name.
+    allocator = loaded_allocator({"node-a": [(50, "")], "node-b": [(50, ""), (70, "hard")]})
+    assert buckets(allocator) == [(70, ["node-b"]), (50, ["node-a"])]
+    view = TableView({"node-a": 50, "node-b": 50}, fit_bound)
+    full, fast = both_decisions(allocator, view, ScoreWeights(1, 1))
+    assert full == fast == ("node-a", 100)
+
+
+@pytest.mark.parametrize("fit_bound", FIT_BOUNDS)
+def test_full_tie_goes_to_the_smallest_name_in_the_higher_bucket(fit_bound: int | None) -> None:
+    # As above with the names swapped: the node whose bound is not exact wins by name.
+    allocator = loaded_allocator({"node-b": [(50, "")], "node-a": [(50, ""), (70, "hard")]})
+    assert buckets(allocator) == [(70, ["node-a"]), (50, ["node-b"])]
+    view = TableView({"node-a": 50, "node-b": 50}, fit_bound)
+    full, fast = both_decisions(allocator, view, ScoreWeights(1, 1))
+    assert full == fast == ("node-a", 100)
+
+
+@pytest.mark.parametrize("fit_bound", FIT_BOUNDS)
+def test_an_inexact_bound_is_made_exact_before_the_node_is_chosen(fit_bound: int | None) -> None:
+    # node-a's bound (90) promises 140, but its node score is 30 (the mean of its soft GPUs, 20
+    # and 40): 80 in truth, so node-c (60 + 50) wins over node-b (55 + 50).
+    allocator = loaded_allocator({
+        "node-a": [(20, ""), (90, "hard"), (40, "")],
+        "node-b": [(55, "")],
+        "node-c": [(60, "")],
+    })  # fmt: skip
+    assert buckets(allocator) == [(90, ["node-a"]), (60, ["node-c"]), (55, ["node-b"])]
+    view = TableView({"node-a": 50, "node-b": 50, "node-c": 50}, fit_bound)
+    full, fast = both_decisions(allocator, view, ScoreWeights(1, 1))
+    assert full == fast == ("node-c", 110)
+
+
+@pytest.mark.parametrize("fit_bound", FIT_BOUNDS)
+def test_an_inexact_bound_tying_an_exact_node_goes_to_the_higher_node_score(
+    fit_bound: int | None,
+) -> None:
+    # node-a (bound 80, score 40, fit 70) and node-b (score 60, fit 50) both combine to 110.
+    allocator = loaded_allocator({"node-a": [(40, ""), (80, "hard")], "node-b": [(60, "")]})
+    assert buckets(allocator) == [(80, ["node-a"]), (60, ["node-b"])]
+    view = TableView({"node-a": 70, "node-b": 50}, fit_bound)
+    full, fast = both_decisions(allocator, view, ScoreWeights(1, 1))
+    assert full == fast == ("node-b", 110)

@@ -1,6 +1,7 @@
 """GPU interconnect topology: tiers, peer links and the placement plan of one node (§10)."""
 
-from tensorfusion.domain.topology.planning import (
+from tensorfusion.domain.topology.planning import plan_topology
+from tensorfusion.domain.topology.vocabulary import (
     MAX_COMBINATIONS,
     TIER_CROSS_NUMA,
     TIER_SAME_INTERCONNECT,
@@ -11,7 +12,6 @@ from tensorfusion.domain.topology.planning import (
     TopologyGPU,
     TopologyPlan,
     is_satisfied,
-    plan_topology,
     tier_banded_score,
     topology_rejection,
 )
