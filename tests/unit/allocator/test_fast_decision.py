@@ -12,7 +12,13 @@ from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
 from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
-from tensorfusion.domain.scheduling.decision import ScoreWeights, decide, decide_indexed
+from tensorfusion.domain.scheduling.decision import (
+    NOT_SELECTED,
+    Decision,
+    ScoreWeights,
+    decide,
+    decide_indexed,
+)
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.topology import TopologyArgs
 from tensorfusion.domain.vocabulary import (
@@ -89,6 +95,19 @@ def shaped_request(
     return base
 
 
+def check_rejections(fast: Decision, full: Decision, candidates: list[str]) -> None:
+    """Every node the fast path names a stage for has the full path's message; a feasible
+    node is never called rejected; without a winner every message is the full path's."""
+    for name in candidates:
+        if name == full.node:
+            continue
+        got, want = fast.rejection_message(name), full.rejection_message(name)
+        if full.node is None or want == NOT_SELECTED:
+            assert got == want, name
+        else:
+            assert got in (want, NOT_SELECTED) or got.startswith("fewer than "), (name, got)
+
+
 @settings(max_examples=examples(250), deadline=None)
 @given(
     node_shapes,
@@ -134,6 +153,9 @@ def test_indexed_decision_equals_full_evaluation(
         full = decide(allocator, req, view, allowed, args, weights)
         fast = decide_indexed(index, req, view, args, weights, set(allowed), reasons=False)
         assert (fast.node, fast.gpus, fast.combined) == (full.node, full.gpus, full.combined)
+        explained = decide_indexed(index, req, view, args, weights, set(allowed))
+        assert (explained.node, explained.message) == (full.node, full.message)
+        check_rejections(explained, full, allowed)
         if full.node is not None:
             allocator.assume(req, full.node, full.gpus, now=float(i))
             if i % 3:

@@ -18,8 +18,16 @@ from typing import Any
 import pytest
 import yaml
 
+from tensorfusion.adapters.package_data import default_scheduler_config
+from tensorfusion.domain.admission.dry_run import PodPreparer
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.quantities import parse_quantity
+from tensorfusion.domain.scheduling.decision import NOT_SELECTED, decide, decide_indexed
+from tensorfusion.domain.scheduling.native import NativePlugins
+from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
+from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
+from tensorfusion.domain.scheduling.scheduler_config import read_scheduler_settings
 from tensorfusion.sim import runner
 from tensorfusion.sim.cluster_file import ClusterFile, load_cluster
 from tensorfusion.sim.virtual_cluster import PolicyOverrides, VirtualCluster, build_cluster
@@ -207,3 +215,44 @@ def test_mutate_false_reads_the_pod_as_is() -> None:
     assert body["request"]["qos"] == "medium"
     assert body["result"]["node"] == "node-a"
     assert body["result"]["gpus"] == ["gpu-a2"]
+
+
+@pytest.mark.parametrize(
+    ("pod", "nodes", "expected"),
+    [
+        ("guide_test_pod.yaml", None, SUCCESS),
+        ("trainer_pod.yaml", ["node-a", "node-b", "node-d"], UNSCHEDULABLE),
+    ],
+)
+def test_decisions_carry_the_message_of_every_node_the_example_shows(
+    pod: str, nodes: list[str] | None, expected: dict[str, Any]
+) -> None:
+    """What the extender returns per node (`FailedAndUnresolvableNodes`) is the message the
+    explanation shows. The indexed decision never opens nodes whose bound is too low: they
+    lost on score whatever a native filter says (kube-scheduler filtered them already)."""
+    cluster = load_cluster(CLUSTER)
+    settings = read_scheduler_settings(cluster.scheduler_config or default_scheduler_config())
+    virtual = spec_cluster(cluster)
+    native = NativeCluster.from_nodes(NativePlugins(settings.node_resources_fit),
+                                      virtual.node_objects)  # fmt: skip
+    for name, spec in virtual.nodes.items():
+        if spec.requested:
+            native.add_requests(name, spec.requested)
+    objects = virtual.objects
+    prepared = PodPreparer(objects.pools, objects.quotas, objects.gpus).prepare(
+        load_pod(pod), "p", "ml" if nodes else "default", "uid-p", advance_index=False
+    )
+    native.add_pod("uid-p", prepared.pod)
+    args, weights = gpu_scheduling_args(settings), settings.score_weights
+    candidates = nodes or native.node_names()
+    index = NodeScoreIndex(virtual.allocator, args.weights)
+    full = decide(virtual.allocator, prepared.request, native.view("uid-p"), candidates, args,
+                  weights)  # fmt: skip
+    fast = decide_indexed(index, prepared.request, native.view("uid-p"), args, weights,
+                          set(candidates))  # fmt: skip
+    assert full.node == fast.node == expected["result"]["node"]
+    for node in expected["nodes"]:
+        if not node["selected"]:
+            assert full.rejection_message(node["node"]) == node["message"]
+            allowed = {node["message"]} if fast.node is None else {node["message"], NOT_SELECTED}
+            assert fast.rejection_message(node["node"]) in allowed

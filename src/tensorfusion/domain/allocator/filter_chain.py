@@ -55,6 +55,7 @@ __all__ = [
     "RequestContext",
     "choose_gpus",
     "evaluate_node",
+    "not_in_pool_message",
 ]
 
 GPU_STAGES: Final = (
@@ -361,7 +362,7 @@ def evaluate_node(
         survivors = []
     ev.valid = survivors
     if not pool_gpus:
-        ev.rejected_at, ev.message = "NodeNotInPool", f"no GPU of pool {request.pool} on node"
+        ev.rejected_at, ev.message = "NodeNotInPool", not_in_pool_message(request.pool)
     elif len(pool_gpus) < count:
         ev.rejected_at = "InsufficientGPUs"
         ev.message = f"node has {len(pool_gpus)} GPUs of pool {request.pool}, request is {count}"
@@ -382,6 +383,11 @@ def evaluate_node(
         if ctx.topology.mode is TopologyMode.HARD and rejection is not None:
             ev.rejected_at, ev.message = "Topology", rejection
     return ev
+
+
+def not_in_pool_message(pool: str) -> str:
+    """The `NodeNotInPool` message of a node without GPUs of the request's pool."""
+    return f"no GPU of pool {pool} on node"
 
 
 def _reject_at_gpu_stage(ev: NodeEvaluation, count: int) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Container, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
@@ -22,11 +22,24 @@ from tensorfusion.domain.allocator.filter_chain import (
     RequestContext,
     choose_gpus,
     evaluate_node,
+    not_in_pool_message,
 )
+from tensorfusion.domain.quantities import format_bytes
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 
-__all__ = ["Decision", "NativeView", "ScoreWeights", "decide", "decide_indexed", "explain"]
+__all__ = [
+    "NOT_SELECTED",
+    "Decision",
+    "NativeView",
+    "ScoreWeights",
+    "decide",
+    "decide_indexed",
+    "explain",
+]
+
+NOT_SELECTED: Final = "not selected: lower score"
+"""Why a feasible node, or a node the fast path never had to open, was not chosen (§15)."""
 
 
 class NativeView(Protocol):
@@ -44,18 +57,27 @@ class NativeView(Protocol):
 
 @dataclass(slots=True)
 class Decision:
-    """The chosen node and GPUs, or why nothing fits."""
+    """The chosen node and GPUs, or why nothing fits, and why each other node lost.
+
+    `rejections` holds the stage message of every node that was examined and rejected; any
+    other candidate lost on score (`rejection_message`).
+    """
 
     node: str | None
     gpus: tuple[str, ...]
     selection: str | None
     message: str | None
     combined: int = 0
+    rejections: dict[str, str] = field(default_factory=dict)
 
     @property
     def schedulable(self) -> bool:
         """Whether a node was chosen."""
         return self.node is not None
+
+    def rejection_message(self, node: str) -> str:
+        """Why `node` was not chosen: its stage message, else `not selected: lower score`."""
+        return self.rejections.get(node, NOT_SELECTED)
 
 
 def _better(a: tuple[int, int, str], b: tuple[int, int, str] | None) -> bool:
@@ -105,23 +127,27 @@ def _evaluate_all(
     wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
     native_rejections: dict[str, tuple[str, str]] = {}
     evaluations: dict[str, NodeEvaluation] = {}
+    messages: dict[str, str] = {}
     for name in candidates:
         evaluated += 1
         native_rejection = native.rejection(name)
         if native_rejection is not None:
             rejected[native_rejection[0]] += 1
+            messages[name] = native_rejection[1]
             if explain:
                 native_rejections[name] = native_rejection
             continue
         node = nodes.get(name)
         if node is None:
             rejected["NodeNotInPool"] += 1
+            messages[name] = not_in_pool_message(ctx.request.pool)
             continue
         ev = evaluate_node(ctx, node, explain=explain, with_topology=explain)
         if explain:
             evaluations[name] = ev
         if ev.rejected_at is not None:
             rejected[ev.rejected_at] += 1
+            messages[name] = ev.message or ev.rejected_at
             continue
         fit = native.fit(name)
         key = (wfit * fit + wgpu * ev.node_score, ev.node_score, name)
@@ -129,10 +155,10 @@ def _evaluate_all(
             best, best_ev = key, ev
     if best is None or best_ev is None:
         message = unschedulable_message(evaluated, rejected)
-        decision = Decision(None, (), None, message)
+        decision = Decision(None, (), None, message, rejections=messages)
     else:
         gpus, selection = choose_gpus(ctx, best_ev)
-        decision = Decision(best[2], gpus, selection, None, best[0])
+        decision = Decision(best[2], gpus, selection, None, best[0], messages)
     return _Evaluated(decision, native_rejections, evaluations)
 
 
@@ -142,14 +168,16 @@ def decide_indexed(
     native: NativeView,
     args: GPUSchedulingArgs,
     weights: ScoreWeights,
-    allowed: Container[str] | None = None,
+    allowed: Collection[str] | None = None,
     reasons: bool = True,
 ) -> Decision:
     """`decide` over the pool's nodes (or those in `allowed`), walking them by score bound.
 
     Chooses exactly what `decide` chooses: a node is skipped only when its bound, with the
-    best possible fit, cannot reach the best combined score found so far. With
-    `reasons=False` an unschedulable pod gets no per-stage message (saving a full scan).
+    best possible fit, cannot reach the best combined score found so far. With `reasons`,
+    every node examined and rejected gets its stage message in `rejections` (nodes never
+    examined lost on score); without, an unschedulable pod gets no message at all (saving
+    a full scan).
     """
     if index.weights != args.weights:
         raise ValueError(
@@ -168,6 +196,16 @@ def decide_indexed(
     pool = request.pool
     need_vram = request.request.vram_bytes
     wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
+    rejections: dict[str, str] = {}
+    rejection, fit_of = native.rejection, native.fit
+    if reasons and allowed is not None:
+        members = index.members(pool)
+        for name in allowed:
+            if name not in members:
+                native_rejection = rejection(name)
+                rejections[name] = (
+                    native_rejection[1] if native_rejection else not_in_pool_message(pool)
+                )
     # Best-first search over candidates keyed (−combined, −node score, name). Native filters
     # and fit are applied as a bucket is opened; the node score is the index's bound, exact
     # for most nodes, else made exact once the candidate reaches the top. A candidate is
@@ -176,7 +214,6 @@ def decide_indexed(
     buckets = index.ordered(pool, count, need_vram)
     upcoming = next(buckets, None)
     exact = index.exact_nodes(pool)
-    rejection, fit_of = native.rejection, native.fit
     while True:
         if heap and (
             upcoming is None or _beats_bucket(heap[0], upcoming[0], wgpu, wfit, fit_bound)
@@ -184,25 +221,54 @@ def decide_indexed(
             negative, negative_score, name, known, fit = heapq.heappop(heap)
             ev = evaluate_node(ctx, nodes[name], node_score=-negative_score if known else None)
             if ev.rejected_at is not None:
+                if reasons:
+                    rejections[name] = ev.message or ev.rejected_at
                 continue
             if not known:
                 combined = wfit * fit + wgpu * ev.node_score
                 heapq.heappush(heap, (-combined, -ev.node_score, name, True, fit))
                 continue
             gpus, selection = choose_gpus(ctx, ev)
-            return Decision(name, gpus, selection, None, -negative)
+            return Decision(name, gpus, selection, None, -negative, rejections)
         if upcoming is None:
             break
         bound, names = upcoming
         upcoming = next(buckets, None)
+        if reasons:
+            _reject_short_of_vram(index, pool, bound, names, allowed, count, need_vram,
+                                  rejections)  # fmt: skip
         for name in names:
-            if (allowed is not None and name not in allowed) or rejection(name) is not None:
+            if allowed is not None and name not in allowed:
+                continue
+            native_rejection = rejection(name)
+            if native_rejection is not None:
+                if reasons:
+                    rejections[name] = native_rejection[1]
                 continue
             fit = fit_of(name)
             heapq.heappush(heap, (-(wfit * fit + wgpu * bound), -bound, name, name in exact, fit))
     if not reasons:
         return Decision(None, (), None, None)
     return _full_scan(allocator, request, native, allowed, args, weights)
+
+
+def _reject_short_of_vram(
+    index: NodeScoreIndex,
+    pool: str,
+    bound: int,
+    holding: list[str],
+    allowed: Collection[str] | None,
+    count: int,
+    vram: int,
+    rejections: dict[str, str],
+) -> None:
+    """Message the nodes of an opened bucket that lack `count` GPUs with `vram` free."""
+    kept = set(holding)
+    for name in index.bucket_members(pool, bound):
+        if name not in kept and (allowed is None or name in allowed):
+            rejections[name] = (
+                f"fewer than {count} GPUs of pool {pool} with {format_bytes(vram)} VRAM free"
+            )
 
 
 def _beats_bucket(
@@ -218,13 +284,11 @@ def _full_scan(
     allocator: Allocator,
     request: AllocationRequest,
     native: NativeView,
-    allowed: Container[str] | None,
+    allowed: Collection[str] | None,
     args: GPUSchedulingArgs,
     weights: ScoreWeights,
 ) -> Decision:
-    names = sorted(allocator.nodes)
-    if allowed is not None:
-        names = [n for n in names if n in allowed]
+    names = sorted(allocator.nodes) if allowed is None else sorted(allowed)
     return decide(allocator, request, native, names, args, weights)
 
 

@@ -70,11 +70,13 @@ class NodeEntry:
 @dataclass(slots=True)
 class _Bucket:
     size: int = 0
+    members: set[str] = field(default_factory=set)
     # by_rank[k]: (k+1-th largest free VRAM, node) of every node with more than k GPUs, sorted.
     by_rank: list[list[tuple[int, str]]] = field(default_factory=list)
 
     def add(self, name: str, free: tuple[int, ...]) -> None:
         self.size += 1
+        self.members.add(name)
         while len(self.by_rank) < len(free):
             self.by_rank.append([])
         for rank, value in enumerate(free):
@@ -82,6 +84,7 @@ class _Bucket:
 
     def remove(self, name: str, free: tuple[int, ...]) -> None:
         self.size -= 1
+        self.members.discard(name)
         for rank, value in enumerate(free):
             entries = self.by_rank[rank]
             del entries[bisect.bisect_left(entries, (value, name))]
@@ -180,6 +183,16 @@ class NodeScoreIndex:
                 holding = bucket.holding(count, vram)
                 if holding:
                     yield bound, [name for _, name in holding]
+
+    def members(self, pool: str) -> Container[str]:
+        """Every node that has GPUs of the pool."""
+        buckets = self._pools.get(pool)
+        return {} if buckets is None else buckets.entries
+
+    def bucket_members(self, pool: str, bound: int) -> set[str]:
+        """The nodes of the pool whose bound is `bound`."""
+        buckets = self._pools.get(pool)
+        return set() if buckets is None else buckets.buckets[bound].members
 
     def exact_nodes(self, pool: str) -> Container[str]:
         """Nodes whose bound is their exact node score."""
