@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark_doc import write_section
 from tensorfusion.adapters.package_data import default_scheduler_config
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
-from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide_indexed, explain
 from tensorfusion.domain.scheduling.native import NativePlugins, PodRequirements
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore, Embedded
 from tensorfusion.alerting.evaluator import AlertEvaluator
 from tensorfusion.alerting.event_sink import RecordingEventSink
 from tensorfusion.alerting.state_store import FileStateStore
+from tensorfusion.domain.alerting.alerts import AlertNotice
 from tensorfusion.domain.alerting.rules import load_rules
 from tensorfusion.domain.metrics.backoff import Backoff
 from tensorfusion.domain.metrics.rows import MetricRow
@@ -133,6 +136,18 @@ async def test_alerts_are_delivered_after_alertmanager_comes_back(
         database.close()
 
 
+class _Sent:
+    """The notifier the evaluators see: records every notice, then hands it to the client."""
+
+    def __init__(self, client: AlertmanagerClient) -> None:
+        self.client = client
+        self.notices: list[AlertNotice] = []
+
+    def submit(self, notices: Sequence[AlertNotice]) -> None:
+        self.notices.extend(notices)
+        self.client.submit(notices)
+
+
 async def test_firing_state_survives_an_evaluator_restart(
     tmp_path: Path, alertmanager: Alertmanager, receiver: WebhookReceiver
 ) -> None:
@@ -142,30 +157,51 @@ async def test_firing_state_survives_an_evaluator_restart(
     rules = load_rules([dict(HOT_RULE, consecutiveCount=1)])
     client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff_factory=_fast_backoff)
     await client.start()
+    sent = _Sent(client)
     first = AlertEvaluator(
-        EmbeddedMetricsStore(database), client, state_store=state, events=RecordingEventSink()
+        EmbeddedMetricsStore(database), sent, state_store=state, events=RecordingEventSink()
     )
     await first.start(rules, timers=False)
     await first.evaluate("GPUTemperatureAlways")
     starts_at = first.firing()[0].starts_at_ms
+    await eventually(lambda: receiver.alerts("firing") != [], 20, "the firing notification")
+    sent_before_restart = len(sent.notices)
+    assert sent_before_restart == 1
     await first.stop()  # like losing leadership: state persisted, nothing more sent
     assert [record["rule"] for record in state.load()] == ["GPUTemperatureAlways"]
 
     second = AlertEvaluator(
-        EmbeddedMetricsStore(database), client, state_store=state, events=RecordingEventSink()
+        EmbeddedMetricsStore(database), sent, state_store=state, events=RecordingEventSink()
     )
     await second.start(rules, timers=False)
     try:
+        # Neither the stop nor the restore sent anything.
+        assert len(sent.notices) == sent_before_restart
         restored = second.firing()
         assert len(restored) == 1 and restored[0].starts_at_ms == starts_at
+        # The next evaluation re-sends the same alert, not a new one: same startsAt.
+        await second.evaluate("GPUTemperatureAlways")
+        again = sent.notices[sent_before_restart:]
+        assert [(n.resolved, n.starts_at_ms) for n in again] == [(False, starts_at)]
+        deleted_at_ms = int(time.time() * 1000)
         database.execute("DELETE FROM tf_gpu_usage")
         await second.evaluate("GPUTemperatureAlways")
+        assert [n.resolved for n in sent.notices[sent_before_restart + 1 :]] == [True]
+        assert second.firing() == []
         await eventually(
-            lambda: receiver.alerts("resolved") != [], 20, "resolution by the new evaluator"
+            lambda: any(
+                _ms(alert["endsAt"]) >= deleted_at_ms for alert in receiver.alerts("resolved")
+            ),
+            20,
+            "the resolution sent by the new evaluator",
         )
-        assert state.load() == [] or second.firing() == []
     finally:
         await second.stop()
         await client.stop()
         database.close()
     assert state.load() == []
+
+
+def _ms(rfc3339: str) -> int:
+    """Milliseconds of an RFC 3339 time as Alertmanager prints it."""
+    return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp() * 1000)

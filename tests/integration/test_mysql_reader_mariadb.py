@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 
+from tensorfusion.adapters.tsdb.greptime_store import GreptimeSettings, GreptimeStore
 from tensorfusion.adapters.tsdb.mysql_reader import MySQLReader, ReaderSettings
 from tensorfusion.adapters.tsdb.store import StoreQueryError, StoreUnavailableError
 
@@ -78,3 +79,21 @@ async def test_unreachable_server_never_raises_raw_errors() -> None:
         await reader.query("SELECT 1", 2.0)
     with pytest.raises(StoreUnavailableError, match="next attempt"):
         await reader.query("SELECT 1", 2.0)
+
+
+async def test_a_database_name_with_quotes_reaches_the_schema_check(mariadb: MariaDB) -> None:
+    name = "tf'q\\b"
+    admin = MySQLReader(ReaderSettings(host="127.0.0.1", port=mariadb.port, database="mysql"))
+    try:
+        await admin.execute(f"CREATE DATABASE IF NOT EXISTS `{name}`")
+        await admin.execute(f"CREATE TABLE IF NOT EXISTS `{name}`.tf_gpu_usage (ts DOUBLE)")
+    finally:
+        await admin.close()
+    settings = GreptimeSettings(host="127.0.0.1", port=mariadb.port, db=name)
+    store = GreptimeStore(settings)
+    try:
+        problems = await store.check_schema()
+        # The table was found through the quoted name: its time column has the wrong type.
+        assert "tf_gpu_usage: time index must be ts (a timestamp), found double" in problems
+    finally:
+        await store.reader.close()

@@ -36,6 +36,17 @@ _MAX_FIRST_DELAY_S: Final = 7.0
 _MAX_QUERY_TIMEOUT_S: Final = 30.0
 
 
+def _report_end(task: asyncio.Task[None]) -> None:
+    """Log a background task that ended other than by cancellation (it should never)."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        _log.error("%s stopped by an exception", task.get_name(), exc_info=error)
+    else:
+        _log.error("%s stopped unexpectedly", task.get_name())
+
+
 class Notifier(Protocol):
     """Where notices go (the Alertmanager client)."""
 
@@ -117,6 +128,7 @@ class AlertEvaluator:
         for runtime in self._rules.values():
             self._start_timer(runtime)
         self._persist_task = asyncio.create_task(self._persist_loop(), name="alert-state-persist")
+        self._persist_task.add_done_callback(_report_end)
         self._update_gauges()
         _log.info("alert evaluator started with %d rules", len(self._rules))
 
@@ -180,6 +192,7 @@ class AlertEvaluator:
         if not self._timers:
             return
         runtime.task = asyncio.create_task(self._timer(runtime), name=f"rule:{runtime.rule.name}")
+        runtime.task.add_done_callback(_report_end)
 
     async def _timer(self, runtime: _RuleRuntime) -> None:
         loop = asyncio.get_running_loop()
@@ -198,13 +211,20 @@ class AlertEvaluator:
     # ------------------------------------------------------------------ evaluation
 
     async def evaluate(self, name: str) -> None:
-        """Evaluate one rule now (also used by tests and the timers)."""
+        """Evaluate one rule now (also used by tests and the timers).
+
+        An unexpected exception is logged and counted, never raised: the rule's timer goes on.
+        """
         runtime = self._rules.get(name)
         if runtime is None or runtime.busy:
             return
         runtime.busy = True
         try:
             await self._evaluate(runtime)
+        except Exception as error:
+            runtime.last_error = f"evaluation failed: {type(error).__name__}: {error}"
+            self.metrics.evaluation_errors.labels(name).inc()
+            _log.exception("rule %s: evaluation failed; the rule keeps running", name)
         finally:
             runtime.busy = False
 
@@ -290,11 +310,17 @@ class AlertEvaluator:
         ]
 
     async def _save(self) -> None:
-        records = self._records()
+        """Save the firing set; a failure of any kind is logged, counted and retried."""
         try:
+            records = self._records()
             await asyncio.to_thread(self._state_store.save, records)
         except StateStoreError as error:
+            self.metrics.state_save_errors.inc()
             _log.error("alert state not saved (will retry): %s", error)
+            self._dirty.set()
+        except Exception:
+            self.metrics.state_save_errors.inc()
+            _log.exception("alert state not saved, unexpected error (will retry)")
             self._dirty.set()
 
     async def _persist_loop(self) -> None:

@@ -18,6 +18,17 @@ class EvaluatorMetrics:
             ["rule", "result"],
             registry=self.registry,
         )
+        self.evaluation_errors = Counter(
+            "tf_alert_evaluation_errors",
+            "Evaluations that raised an unexpected exception (logged; the rule keeps running)",
+            ["rule"],
+            registry=self.registry,
+        )
+        self.state_save_errors = Counter(
+            "tf_alert_state_save_errors",
+            "Failed saves of the firing set (logged and retried)",
+            registry=self.registry,
+        )
         self.duration = Histogram(
             "tf_alert_evaluation_duration_seconds",
             "Wall time of one rule evaluation",

@@ -98,7 +98,7 @@ class StandaloneEvaluator:
     def _make_store(self) -> MetricsStore:
         if self.options.greptime is not None:
             return GreptimeStore(self.options.greptime, registry=self.registry)
-        self._duckdb = DuckDBMetricsStore(self.options.duckdb_path)
+        self._duckdb = DuckDBMetricsStore(self.options.duckdb_path, registry=self.registry)
         return EmbeddedMetricsStore(self._duckdb)
 
     async def _on_config(self, config: DynamicConfig) -> None:

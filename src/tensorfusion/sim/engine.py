@@ -11,7 +11,7 @@ from typing import Any
 
 from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
 from tensorfusion.domain.allocation_request import AllocationRequest
-from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import decide, decide_indexed
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex

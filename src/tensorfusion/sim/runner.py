@@ -11,7 +11,7 @@ from tensorfusion.adapters.package_data import default_alert_rule_set, default_s
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
 from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
 from tensorfusion.domain.alerting.replay import replay_alerts
-from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import explain
 from tensorfusion.domain.scheduling.native import NativeInputError, NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorfusion.domain.admission.json_patch import (
+from tensorfusion.domain.json_patch import (
     escape_pointer_token,
     json_equal,
     json_patch_diff,

@@ -30,7 +30,9 @@ def test_intervals(text: str, ms: int) -> None:
     assert parse_rule_interval(text) == ms
 
 
-@pytest.mark.parametrize("text", ["1.5h", "10ns", "5us", "", "-1s", "30", "1 m", 30])
+@pytest.mark.parametrize(
+    "text", ["1.5h", "10ns", "5us", "", "-1s", "30", "1 m", 30, "30s\n", "\u0663s", "\uff13\uff10s"]
+)
 def test_bad_intervals(text: object) -> None:
     with pytest.raises(DurationError, match="whole numbers"):
         parse_rule_interval(text)
@@ -87,9 +89,14 @@ def test_not_a_list() -> None:
 
 def test_query_rendering_and_condition_forms() -> None:
     rule = load_rules(
-        [_rule(query="x > {{ .Threshold }} AND {{ .Conditions }} -- {{ .Name }}", threshold=97)]
+        [
+            _rule(
+                query="SELECT x > {{ .Threshold }} AND {{ .Conditions }} -- {{ .Name }}",
+                threshold=97,
+            )
+        ]
     ).rules[0]
-    assert rule.render_query("C") == "x > 97 AND C -- R"
+    assert rule.render_query("C") == "SELECT x > 97 AND C -- R"
     assert wall_conditions(Dialect.GREPTIME, "30s", 30_000) == "ts >= now() - '30s'::INTERVAL"
     assert (
         wall_conditions(Dialect.DUCKDB, "30s", 30_000)
@@ -104,3 +111,55 @@ def test_query_rendering_and_condition_forms() -> None:
 def test_rules_calling_now_are_flagged() -> None:
     rule = load_rules([_rule(query="SELECT 1 WHERE ts > now() - INTERVAL 1 MINUTE")]).rules[0]
     assert rule.calls_now
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT 1 AS x WHERE {{ .Conditions }};",
+        "SELECT ';' AS x, 'it''s; fine' AS y WHERE {{ .Conditions }} -- a; comment",
+        'SELECT "a;b" FROM t /* ; */ WHERE {{ .Conditions }}',
+        "WITH w (n) AS (SELECT 1), v AS (SELECT 2) SELECT * FROM w, v WHERE {{ .Conditions }}",
+        "(SELECT 1) UNION ALL (SELECT 2)",
+    ],
+)
+def test_one_select_statement_is_a_valid_query(query: str) -> None:
+    rules = load_rules([_rule(query=query)])
+    assert not rules.problems, rules.problems
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (
+            "SELECT 1; DELETE FROM tf_gpu_usage",
+            "field query holds 2 statements; the second begins 'DELETE FROM tf_gpu_usage'",
+        ),
+        ("SELECT 1 WHERE {{ .Conditions }}; DROP TABLE t;", "the second begins 'DROP TABLE t;'"),
+        (
+            "DELETE FROM tf_gpu_usage",
+            "must be one SELECT (or WITH ... SELECT) statement, not DELETE",
+        ),
+        ("WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a", "statement, not INSERT"),
+        ("SELECT * INTO copy FROM tf_gpu_usage", "SELECT ... INTO"),
+        # Backslashes escape quotes in GreptimeDB's MySQL dialect but not in DuckDB.
+        ("SELECT 'a\\'; DELETE FROM t; -- '", 'the second begins "DELETE FROM t; -- \'"'),
+        (
+            "SELECT 'x\\'' ; DELETE FROM t; -- '",
+            "holds 2 statements (reading the text with: backslash escapes); "
+            'the second begins "DELETE FROM t; -- \'"',
+        ),
+        ("SELECT 1 # ; DELETE FROM t", "the second begins 'DELETE FROM t'"),
+        ("SELECT 1 --x; DELETE FROM t", "(reading the text with: dash needs space)"),
+        ("SELECT $$';$$; DELETE FROM t", "unterminated string literal"),
+        ("SELECT 1 /*! ; DELETE FROM t */", "(reading the text with: executable comments)"),
+        ("SELECT 'unclosed", "unterminated string literal (') at character 8"),
+        ("{{ if .Conditions }}{{ end }}", "field query is empty"),
+        ("SELECT {{ index .Name 5 }}", "field query does not render"),
+    ],
+)
+def test_a_query_must_be_exactly_one_select_statement(query: str, message: str) -> None:
+    rules = load_rules([_rule(name="Good"), _rule(name="Evil", query=query)])
+    assert [rule.name for rule in rules.rules] == ["Good"]
+    assert str(rules.problems[0]).startswith("alert rule #2 (Evil): field query ")
+    assert message in str(rules.problems[0])

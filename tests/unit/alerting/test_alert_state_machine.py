@@ -111,6 +111,8 @@ def test_restore_and_resolve_all() -> None:
 
 def test_only_text_columns_become_labels() -> None:
     rule, state = _rule(count=1), RuleState()
-    labels = state.evaluate(rule, [ROW | {"alertname": "x", "bad-name": "y"}], 0).notices[0].labels
+    row = ROW | {"alertname": "x", "bad-name": "y", "newline\n": "z", "digit\u0663": "w"}
+    labels = state.evaluate(rule, [row], 0).notices[0].labels
     assert "count" not in labels and "ok" not in labels and "t" not in labels
     assert labels["alertname"] == "Hot" and "bad-name" not in labels
+    assert "newline\n" not in labels and "digit\u0663" not in labels

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.records import RecordState
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide
 from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
-from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import (
     NOT_SELECTED,
     Decision,

@@ -14,18 +14,17 @@ from tensorfusion.domain.allocation_request import (
     percent_to_tflops_milli,
 )
 from tensorfusion.domain.allocator.allocator import AllocationError, Allocator, PoolSettings
-from tensorfusion.domain.allocator.filter_chain import (
-    GPU_STAGES,
-    NODE_STAGES,
-    GPUSchedulingArgs,
-    NodeEvaluation,
-    RequestContext,
-    evaluate_node,
-)
+from tensorfusion.domain.allocator.filter_chain import NodeEvaluation, evaluate_node
 from tensorfusion.domain.allocator.gpu_state import GPUCapabilities, GPUState
 from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.records import RecordState
+from tensorfusion.domain.allocator.request_context import (
+    GPU_STAGES,
+    NODE_STAGES,
+    GPUSchedulingArgs,
+    RequestContext,
+)
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide, decide_indexed, explain
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.topology import TopologyArgs

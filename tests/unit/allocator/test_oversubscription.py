@@ -7,17 +7,13 @@ from dataclasses import replace
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
 from tensorfusion.domain.allocator.capacity_figures import node_capacity
-from tensorfusion.domain.allocator.filter_chain import (
-    GPUSchedulingArgs,
-    NodeEvaluation,
-    RequestContext,
-    evaluate_node,
-)
+from tensorfusion.domain.allocator.filter_chain import NodeEvaluation, evaluate_node
 from tensorfusion.domain.allocator.oversubscription import (
     Oversubscription,
     effective_limit,
     virtual_capacity,
 )
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs, RequestContext
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide
 from tensorfusion.domain.vocabulary import IsolationMode
 

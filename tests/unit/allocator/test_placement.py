@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from tensorfusion.domain.allocator.filter_chain import (
-    GPUSchedulingArgs,
-    RequestContext,
-    choose_gpus,
-    evaluate_node,
-)
+from tensorfusion.domain.allocator.filter_chain import choose_gpus, evaluate_node
 from tensorfusion.domain.allocator.placement import (
     PlacementWeights,
     node_term,
     normalised_score,
     score_gpu,
 )
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs, RequestContext
 from tensorfusion.domain.vocabulary import GPUPhase
 
 from .builders import allocator_with, gpu, request, tflops, vram

@@ -9,12 +9,7 @@ import pytest
 
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.filter_chain import (
-    GPU_STAGES,
-    GPUSchedulingArgs,
-    RequestContext,
-    evaluate_node,
-)
+from tensorfusion.domain.allocator.filter_chain import evaluate_node
 from tensorfusion.domain.allocator.quota import (
     NamespaceQuota,
     QuotaCaps,
@@ -24,6 +19,11 @@ from tensorfusion.domain.allocator.quota import (
     check_single,
     check_total,
     quota_message,
+)
+from tensorfusion.domain.allocator.request_context import (
+    GPU_STAGES,
+    GPUSchedulingArgs,
+    RequestContext,
 )
 from tensorfusion.domain.vocabulary import IsolationMode
 

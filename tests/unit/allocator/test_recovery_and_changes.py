@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.filter_chain import (
-    GPUSchedulingArgs,
-    RequestContext,
-    evaluate_node,
-)
+from tensorfusion.domain.allocator.filter_chain import evaluate_node
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.records import RecordState
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs, RequestContext
 from tensorfusion.domain.model.gpu import GPUStatus
 from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy
 

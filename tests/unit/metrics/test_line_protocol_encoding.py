@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from line_protocol_parser import parse_line  # type: ignore[import-untyped]
 
-from tensorfusion.domain.metrics.line_protocol import encode_row, encode_rows, parse_lines
+from tensorfusion.domain.metrics.line_protocol import (
+    UnencodableError,
+    encode_row,
+    encode_rows,
+    parse_lines,
+)
 from tensorfusion.domain.metrics.rows import MetricRow
 
+# Characters with a meaning in line protocol, drawn often; any other character too.
+_SPECIAL = "\\\t\r\n,= "
 _tag_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\\"),
+    alphabet=st.one_of(
+        st.sampled_from(_SPECIAL),
+        st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
+    ),
     min_size=1,
     max_size=12,
-).filter(lambda text: text.strip() == text and not text.startswith("#"))
-_key = st.from_regex(r"[a-z_][a-z0-9_ ,=]{0,10}", fullmatch=True).filter(
-    lambda text: not text.endswith(" ")
 )
+_key = st.from_regex(r"[a-z_][a-z0-9_ ,=\\\t\r\n]{0,10}", fullmatch=True)
 _field_value = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=False),
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
@@ -30,7 +39,21 @@ _field_value = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+def _as_written(text: str) -> str:
+    """CR and LF cannot be carried in keys and tag values: they arrive as spaces."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def _writable(text: str) -> bool:
+    """No backslash at the end or before a backslash, ',', '=', space, CR or LF."""
+    return all(
+        text[index + 1 : index + 2] not in ("", *"\\,= \r\n")
+        for index, char in enumerate(text)
+        if char == "\\"
+    )
+
+
+@settings(max_examples=500, deadline=None)
 @given(
     tags=st.dictionaries(_key, _tag_text, max_size=4),
     fields=st.dictionaries(_key, _field_value, min_size=1, max_size=5),
@@ -40,19 +63,39 @@ def test_the_real_parser_reads_back_what_we_write(
     tags: dict[str, str], fields: dict[str, object], ts: int
 ) -> None:
     row = MetricRow("tf_gpu_usage", ts, tags, fields)  # type: ignore[arg-type]
+    texts = [*tags, *tags.values(), *fields]
+    if not all(map(_writable, texts)):
+        with pytest.raises(UnencodableError, match=r"table tf_gpu_usage, (tag|field)"):
+            encode_row(row)
+        return
+    want_tags = {_as_written(key): _as_written(value) for key, value in tags.items()}
+    want_fields = {_as_written(key): value for key, value in fields.items()}
+    assume(len(want_tags) == len(tags) and len(want_fields) == len(fields))
     line = encode_row(row)
     assert line is not None
     parsed = parse_line(line)
     assert parsed["measurement"] == "tf_gpu_usage"
-    assert parsed["tags"] == tags
+    assert parsed["tags"] == want_tags
     assert parsed["time"] == ts
-    assert set(parsed["fields"]) == set(fields)
-    for key, value in fields.items():
+    assert set(parsed["fields"]) == set(want_fields)
+    for key, value in want_fields.items():
         got = parsed["fields"][key]
         assert type(got) is type(value), (key, value, got)
         assert got == value
     ours = parse_lines(line)[0]
-    assert (dict(ours.tags), dict(ours.fields), ours.ts_ms) == (tags, fields, ts)
+    assert (dict(ours.tags), dict(ours.fields), ours.ts_ms) == (want_tags, want_fields, ts)
+
+
+def test_tabs_backslashes_and_newlines_in_tags() -> None:
+    row = MetricRow("m", 1, {"k\tk": "a\tb\\c", "n": "x\r\ny"}, {"f": 1})
+    line = encode_row(row)
+    assert line == "m,k\tk=a\tb\\c,n=x\\ \\ y f=1i 1"
+    assert parse_line(line)["tags"] == {"k\tk": "a\tb\\c", "n": "x  y"}
+    for bad in ("end\\", "two\\\\", "a\\,b", "a\\ b", "a\\=b", "a\\\nb"):
+        with pytest.raises(UnencodableError, match=r"table m, tag 'n': .* cannot be written"):
+            encode_row(MetricRow("m", 1, {"n": bad}, {"f": 1}))
+    with pytest.raises(UnencodableError, match="table m, field key"):
+        encode_row(MetricRow("m", 1, {}, {"f\\": 1}))
 
 
 def test_types_escaping_and_skips() -> None:

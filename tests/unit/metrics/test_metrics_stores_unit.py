@@ -32,7 +32,7 @@ def test_ttl(text: str, ms: int) -> None:
     assert parse_ttl(text) == ms
 
 
-@pytest.mark.parametrize("text", ["30 days", "1.5d", "", "0d", None])
+@pytest.mark.parametrize("text", ["30 days", "1.5d", "", "0d", None, "30d\n", "\u0663d", "\uff13d"])
 def test_bad_ttl(text: object) -> None:
     with pytest.raises(RetentionError):
         parse_ttl(text)

@@ -2,7 +2,9 @@
 
 `DuckDBMetricsStore` is synchronous (the simulator and `alerts test` drive it on a simulated
 clock); `EmbeddedMetricsStore` is the async `MetricsStore` over it, running each call in a
-worker thread so the event loop never blocks.
+worker thread so the event loop never blocks. Writes share one connection under a lock; every
+read query gets a cursor of its own in a read-only transaction, so a timed-out query is
+interrupted alone and can neither write nor disturb an insert.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Final
 
 import duckdb
 import orjson
+from prometheus_client import CollectorRegistry, Counter
 
 from tensorfusion.adapters.tsdb.store import (
     QueryResult,
@@ -34,7 +37,7 @@ from tensorfusion.domain.metrics.retention import EMBEDDED_MAX_RETENTION_MS, par
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.metrics.schema import TABLES, ColumnType, duckdb_create_table
 
-__all__ = ["DuckDBMetricsStore", "EmbeddedMetricsStore"]
+__all__ = ["DuckDBMetricsStore", "EmbeddedMetricsStore", "ReadCursor"]
 
 _log = logging.getLogger(__name__)
 _TYPE_OF: Final[dict[type, ColumnType]] = {
@@ -43,6 +46,7 @@ _TYPE_OF: Final[dict[type, ColumnType]] = {
     float: ColumnType.FLOAT,
     str: ColumnType.STRING,
 }
+_INTERRUPT_AGAIN_S: Final = 0.05
 _IDENTIFIER_OK: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -52,13 +56,69 @@ def _quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+class ReadCursor:
+    """One read query at a time on a DuckDB cursor of its own (a separate connection)."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        self._cursor = cursor
+        self._interrupted = threading.Event()
+
+    def query(self, sql: str) -> QueryResult:
+        """Run exactly one SELECT statement in a read-only transaction."""
+        cursor = self._cursor
+        try:
+            statements = cursor.extract_statements(sql)
+        except duckdb.Error as error:
+            raise StoreQueryError(f"embedded store: {error}") from None
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            kinds = ", ".join(statement.type.name for statement in statements) or "none"
+            raise StoreQueryError(
+                f"embedded store: a read query must be exactly one SELECT statement; "
+                f"got {len(statements)} ({kinds})"
+            )
+        try:
+            cursor.execute("SET TimeZone = 'UTC'")  # a session setting: per cursor
+            cursor.execute("BEGIN TRANSACTION READ ONLY")
+            try:
+                if self._interrupted.is_set():
+                    raise StoreQueryError("embedded store: query interrupted before it started")
+                cursor.execute(statements[0])
+                description = cursor.description or []
+                rows = cursor.fetchall()
+            finally:
+                with contextlib.suppress(duckdb.Error):  # nothing to undo after an abort
+                    cursor.execute("ROLLBACK")
+        except duckdb.Error as error:
+            raise StoreQueryError(f"embedded store: {error}") from None
+        return QueryResult(tuple(str(column[0]) for column in description), rows)
+
+    def interrupt(self) -> None:
+        """Abort this cursor's query, or keep it from starting; writes are not affected.
+
+        DuckDB forgets an interrupt that arrives just before a statement starts: call this
+        again until `query` has returned.
+        """
+        self._interrupted.set()
+        self._cursor.interrupt()
+
+    def close(self) -> None:
+        """Release the cursor."""
+        self._cursor.close()
+
+
 class DuckDBMetricsStore:
-    """The nine `tf_*` tables in DuckDB; thread-safe through one lock."""
+    """The nine `tf_*` tables in DuckDB; writes under one lock, reads on their own cursors."""
 
     kind: Final = "duckdb"
     dialect: Final = Dialect.DUCKDB
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, threads: int | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        threads: int | None = None,
+        registry: CollectorRegistry | None = None,
+    ):
         self.path = str(path) if path is not None else ":memory:"
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -67,9 +127,17 @@ class DuckDBMetricsStore:
         self._connection.execute("SET TimeZone = 'UTC'")
         if threads is not None:
             self._connection.execute(f"SET threads = {int(threads)}")
+        self._cursor_lock = threading.Lock()
+        self._cursor_source = self._connection.cursor()
         self._columns: dict[str, dict[str, ColumnType]] = {}
         self._time_columns: dict[str, str] = {}
         self._spool = Path(tempfile.gettempdir())
+        self.rows_dropped = Counter(
+            "tf_metrics_rows_dropped",
+            "Rows not stored, by table and reason (insert_failed)",
+            ["table", "reason"],
+            registry=registry if registry is not None else CollectorRegistry(),
+        )
         self.create_tables()
 
     # ------------------------------------------------------------------ schema
@@ -129,40 +197,56 @@ class DuckDBMetricsStore:
     # ------------------------------------------------------------------ writes
 
     def insert_rows(self, rows: Iterable[MetricRow]) -> int:
-        """Insert rows (grouped per table, in time order); returns the number inserted."""
+        """Insert rows (grouped per table, in time order); returns the number inserted.
+
+        A table whose insert fails does not stop the others; its rows are counted in
+        `rows_dropped` and logged, and StoreQueryError names every failure at the end.
+        """
         by_table: dict[str, list[MetricRow]] = defaultdict(list)
         for row in rows:
             by_table[row.table].append(row)
         inserted = 0
+        failures: list[str] = []
         with self._lock:
             for table, table_rows in by_table.items():
                 table_rows.sort(key=lambda row: row.ts_ms)
-                inserted += self._insert_table(table, table_rows)
+                try:
+                    inserted += self._insert_table(table, table_rows)
+                except StoreQueryError as error:
+                    self.rows_dropped.labels(table, "insert_failed").inc(len(table_rows))
+                    _log.error("%s; %d rows dropped", error, len(table_rows))
+                    failures.append(f"{error} ({len(table_rows)} rows dropped)")
+        if failures:
+            raise StoreQueryError("; ".join(failures))
         return inserted
 
     def _insert_table(self, table: str, rows: list[MetricRow]) -> int:
-        known = self._ensure_columns(table, rows)
-        time_column = self._time_columns.get(table, "ts")
-        columns = [name for name in known if name != time_column]
-        spec = ", ".join(
-            f"'{name.replace(chr(39), chr(39) * 2)}': '{known[name].duckdb}'" for name in columns
-        )
-        spec += ", '__ts': 'BIGINT'"
-        payload = orjson.dumps([{**row.tags, **row.fields, "__ts": row.ts_ms} for row in rows])
-        descriptor, spool = tempfile.mkstemp(prefix="tf-ingest-", suffix=".json", dir=self._spool)
         try:
-            with os.fdopen(descriptor, "wb") as handle:
-                handle.write(payload)
-            select = ", ".join(_quote_identifier(name) for name in columns)
-            self._connection.execute(
-                f"INSERT INTO {_quote_identifier(table)} ({select}, {time_column}) "
-                f"SELECT {select}, epoch_ms(__ts) FROM read_json('{spool}', format = 'array', "
-                f"columns = {{{spec}}})"
+            known = self._ensure_columns(table, rows)
+            time_column = self._time_columns.get(table, "ts")
+            columns = [name for name in known if name != time_column]
+            spec = ", ".join(
+                f"'{name.replace(chr(39), chr(39) * 2)}': '{known[name].duckdb}'"
+                for name in columns
             )
-        except duckdb.Error as error:
+            spec += ", '__ts': 'BIGINT'"
+            payload = orjson.dumps([{**row.tags, **row.fields, "__ts": row.ts_ms} for row in rows])
+            descriptor, spool = tempfile.mkstemp(
+                prefix="tf-ingest-", suffix=".json", dir=self._spool
+            )
+            try:
+                with os.fdopen(descriptor, "wb") as handle:
+                    handle.write(payload)
+                select = ", ".join(_quote_identifier(name) for name in columns)
+                self._connection.execute(
+                    f"INSERT INTO {_quote_identifier(table)} ({select}, {time_column}) "
+                    f"SELECT {select}, epoch_ms(__ts) FROM read_json('{spool}', "
+                    f"format = 'array', columns = {{{spec}}})"
+                )
+            finally:
+                os.unlink(spool)
+        except (duckdb.Error, OSError, TypeError) as error:
             raise StoreQueryError(f"embedded store: insert into {table} failed: {error}") from None
-        finally:
-            os.unlink(spool)
         return len(rows)
 
     def ingest_lines(self, body: str, *, precision: str = "ms") -> int:
@@ -171,20 +255,22 @@ class DuckDBMetricsStore:
 
     # ------------------------------------------------------------------ reads
 
-    def query(self, sql: str) -> QueryResult:
-        """Run one query; raises StoreQueryError naming the DuckDB error."""
-        with self._lock:
-            try:
-                cursor = self._connection.execute(sql)
-                description = cursor.description or []
-                rows = cursor.fetchall()
-            except duckdb.Error as error:
-                raise StoreQueryError(f"embedded store: {error}") from None
-        return QueryResult(tuple(str(column[0]) for column in description), rows)
+    def reader(self) -> ReadCursor:
+        """A read cursor of its own (close it after use); runs no statement itself."""
+        try:
+            with self._cursor_lock:
+                cursor = self._cursor_source.cursor()
+        except duckdb.Error as error:
+            raise StoreUnavailableError(f"embedded store: no read cursor: {error}") from None
+        return ReadCursor(cursor)
 
-    def interrupt(self) -> None:
-        """Abort the statement running now (used for query timeouts)."""
-        self._connection.interrupt()
+    def query(self, sql: str) -> QueryResult:
+        """Run one SELECT statement read-only; raises StoreQueryError naming the problem."""
+        reader = self.reader()
+        try:
+            return reader.query(sql)
+        finally:
+            reader.close()
 
     def execute(self, sql: str, parameters: Sequence[Any] | None = None) -> None:
         """Run a statement with no result (fixtures, tests)."""
@@ -209,8 +295,16 @@ class DuckDBMetricsStore:
 
     def close(self) -> None:
         """Close the database."""
-        with self._lock:
+        with self._lock, self._cursor_lock:
+            self._cursor_source.close()
             self._connection.close()
+
+
+def _release(reader: ReadCursor, done: asyncio.Future[QueryResult]) -> None:
+    """Close a finished query's cursor; the outcome of a timed-out query is dropped here."""
+    reader.close()
+    if not done.cancelled():
+        done.exception()
 
 
 class EmbeddedMetricsStore:
@@ -248,12 +342,16 @@ class EmbeddedMetricsStore:
             self._retention_task = None
 
     async def query(self, sql: str, timeout_s: float) -> QueryResult:
-        """Run a query in a worker thread, interrupting it at the timeout."""
-        task = asyncio.ensure_future(asyncio.to_thread(self.database.query, sql))
+        """Run a query on its own cursor in a worker thread, interrupting it at the timeout."""
+        reader = self.database.reader()
+        task = asyncio.ensure_future(asyncio.to_thread(reader.query, sql))
+        task.add_done_callback(lambda done: _release(reader, done))
         try:
             result = await asyncio.wait_for(asyncio.shield(task), timeout_s)
         except TimeoutError:
-            self.database.interrupt()
+            while not task.done():
+                reader.interrupt()
+                await asyncio.wait({task}, timeout=_INTERRUPT_AGAIN_S)
             self._health.read_up = False
             self._health.last_error = f"query timed out after {timeout_s:g}s"
             raise StoreUnavailableError(self._health.last_error) from None
@@ -264,13 +362,12 @@ class EmbeddedMetricsStore:
         return result
 
     async def write(self, rows: Sequence[MetricRow]) -> None:
-        """Insert rows in a worker thread."""
+        """Insert rows in a worker thread (failed rows are counted and logged by the database)."""
         try:
             await asyncio.to_thread(self.database.insert_rows, rows)
         except StoreQueryError as error:
             self._health.write_up = False
             self._health.last_error = str(error)
-            _log.error("%s", error)
             return
         self._health.write_up = True
 

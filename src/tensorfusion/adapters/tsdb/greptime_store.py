@@ -20,17 +20,23 @@ from tensorfusion.adapters.tsdb.greptime_writer import (
     WriterMetrics,
 )
 from tensorfusion.adapters.tsdb.mysql_reader import MySQLReader, ReaderSettings
-from tensorfusion.adapters.tsdb.store import QueryResult, StoreError, StoreHealth
+from tensorfusion.adapters.tsdb.store import QueryResult, StoreError, StoreHealth, StoreQueryError
 from tensorfusion.domain.alerting.conditions import Dialect
+from tensorfusion.domain.alerting.read_query import ReadQueryError, check_read_query
 from tensorfusion.domain.metrics.retention import parse_ttl
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.metrics.schema import TABLES, greptime_create_table
 
-__all__ = ["GreptimeSettings", "GreptimeStore"]
+__all__ = ["GreptimeSettings", "GreptimeStore", "sql_string"]
 
 _log = logging.getLogger(__name__)
 _DDL_TIMEOUT_S: Final = 30.0
 _SCHEMA_EVERY_S: Final = 600.0
+
+
+def sql_string(value: str) -> str:
+    """A MySQL-dialect string literal: quotes doubled, backslashes escaped (both dialects)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +71,15 @@ class GreptimeSettings:
         return ""
 
     def reader(self) -> ReaderSettings:
-        """MySQL settings: cloud mode uses TLS and credentials; self-hosted user root."""
+        """MySQL settings: TLS in cloud mode; the user and password when both are given
+        (a read-only user for the evaluator), else user root without a password."""
+        credentials = self.is_cloud or bool(self.user and self.password)
         return ReaderSettings(
             host=self.host,
             port=self.port,
             database=self.db,
-            user=self.user if self.is_cloud else "root",
-            password=self.password if self.is_cloud else "",
+            user=self.user if credentials else "root",
+            password=self.password if credentials else "",
             tls=self.is_cloud,
         )
 
@@ -126,7 +134,11 @@ class GreptimeStore:
         await self.reader.close()
 
     async def query(self, sql: str, timeout_s: float) -> QueryResult:
-        """Run a read query."""
+        """Run a read query: exactly one SELECT statement (see also the read-only user)."""
+        try:
+            check_read_query(sql)
+        except ReadQueryError as error:
+            raise StoreQueryError(f"{self.reader.target}: the query {error}") from None
         try:
             fresh = await self.reader.connect()
             if fresh:
@@ -176,7 +188,7 @@ class GreptimeStore:
         names = ", ".join(f"'{schema.name}'" for schema in TABLES)
         result = await self.reader.query(
             "SELECT table_name, column_name, data_type FROM information_schema.columns "
-            f"WHERE table_schema = '{self.settings.db}' AND table_name IN ({names})",
+            f"WHERE table_schema = {sql_string(self.settings.db)} AND table_name IN ({names})",
             _DDL_TIMEOUT_S,
         )
         found: dict[str, dict[str, str]] = {}

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tensorfusion.adapters.tsdb.write_buffer import BufferedLine, WriteBuffer
 from tensorfusion.domain.metrics.backoff import Backoff
-from tensorfusion.domain.metrics.line_protocol import encode_row
+from tensorfusion.domain.metrics.line_protocol import UnencodableError, encode_row
 from tensorfusion.domain.metrics.rows import MetricRow
 
 __all__ = ["LineProtocolWriter", "WriteEndpoint", "WriterMetrics", "is_missing_table_error"]
@@ -121,7 +121,7 @@ class LineProtocolWriter:
         for row in rows:
             try:
                 line = encode_row(row, skipped)
-            except TypeError as error:
+            except (TypeError, UnencodableError) as error:
                 self.metrics.rows_dropped.labels(row.table, "unencodable").inc()
                 _log.error("metrics row dropped: %s", error)
                 continue

@@ -17,7 +17,6 @@ from tensorfusion.domain.admission.execution_mode import resolve_execution_mode
 from tensorfusion.domain.admission.facts import AdmissionFacts
 from tensorfusion.domain.admission.hardware import dedicated_gpu_capacity, soft_isolation_problem
 from tensorfusion.domain.admission.hashing import client_config_hash
-from tensorfusion.domain.admission.json_patch import json_copy, json_patch_diff
 from tensorfusion.domain.admission.mutation import build_worker_pod
 from tensorfusion.domain.admission.native_resources import (
     inspect_native_gpus,
@@ -35,6 +34,7 @@ from tensorfusion.domain.admission.validation import validate_annotations
 from tensorfusion.domain.admission.workload import WorkloadWrite, build_workload
 from tensorfusion.domain.admission.workload_identity import resolve_workload_identity
 from tensorfusion.domain.annotation_errors import AnnotationError, Problem, problem
+from tensorfusion.domain.json_patch import json_copy, json_patch_diff
 from tensorfusion.domain.vocabulary import IsolationMode
 
 __all__ = ["admit"]

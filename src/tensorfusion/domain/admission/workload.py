@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tensorfusion.domain.admission.json_patch import json_copy, json_equal
 from tensorfusion.domain.admission.resolved import ResolvedWorkload
 from tensorfusion.domain.annotations import WORKLOAD_MODE_DYNAMIC, Keys
+from tensorfusion.domain.json_patch import json_copy, json_equal
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
 
 __all__ = [

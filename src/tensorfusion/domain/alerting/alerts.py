@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 DEFAULT_JOB: Final = "tensor-fusion"
-_LABEL_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_LABEL_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RESERVED: Final = frozenset({"alertname", "severity", "job", "instance"})
 
 
@@ -36,7 +36,7 @@ def build_labels(
             isinstance(value, str)
             and value
             and column not in _RESERVED
-            and _LABEL_NAME.match(column) is not None
+            and _LABEL_NAME.fullmatch(column) is not None
         ):
             labels[column] = value
     return labels

@@ -14,8 +14,10 @@ __all__ = [
 ]
 
 _UNIT_MS: Final[dict[str, int]] = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
-_COMPONENT: Final = re.compile(r"(\d+)(ms|s|m|h)")
-_WHOLE: Final = re.compile(r"^(?:\d+(?:ms|s|m|h))+$")
+# ASCII digits only (`\d` also matches other scripts' digits) and whole-text matches (`$` also
+# matches before a trailing newline, which would reach an `::INTERVAL` literal).
+_COMPONENT: Final = re.compile(r"([0-9]+)(ms|s|m|h)")
+_WHOLE: Final = re.compile(r"(?:[0-9]+(?:ms|s|m|h))+")
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -29,7 +31,7 @@ def parse_rule_interval(text: object) -> int:
     Fractions (`1.5h`), `ns`/`us`, signs and empty text are rejected, so that GreptimeDB
     accepts the same text as an interval literal.
     """
-    if not isinstance(text, str) or not _WHOLE.match(text):
+    if not isinstance(text, str) or _WHOLE.fullmatch(text) is None:
         raise DurationError(
             f"{text!r} is not a duration: use whole numbers with the units ms, s, m or h "
             "(for example 30s, 2m, 1m30s)"

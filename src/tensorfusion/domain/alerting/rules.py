@@ -7,9 +7,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tensorfusion.domain.alerting.conditions import (
+    Dialect,
+    simulated_conditions,
+    wall_conditions,
+)
 from tensorfusion.domain.alerting.durations import DurationError, parse_rule_interval
+from tensorfusion.domain.alerting.read_query import ReadQueryError, check_read_query
 from tensorfusion.domain.alerting.templates import (
     GoTemplate,
+    TemplateExecutionError,
     TemplateSyntaxError,
     compile_template,
 )
@@ -205,7 +212,7 @@ def parse_rule(raw: object, index: int, warnings: list[str]) -> AlertRule:
         raise RuleValidationError(f"field testMode: {test_mode!r} is not true or false")
     runbook = _text(values, "runbookURL", required=False)
     definition = tuple(sorted((key, repr(value)) for key, value in values.items()))
-    return AlertRule(
+    rule = AlertRule(
         name=name,
         query=templates["query"],
         threshold=float(threshold),
@@ -220,6 +227,24 @@ def parse_rule(raw: object, index: int, warnings: list[str]) -> AlertRule:
         test_mode=test_mode,
         definition=definition,
     )
+    _check_query(rule)
+    return rule
+
+
+def _check_query(rule: AlertRule) -> None:
+    """The query, as every store and the simulated clock render it, is one SELECT statement."""
+    forms = (
+        wall_conditions(Dialect.GREPTIME, rule.evaluation_interval, rule.interval_ms),
+        wall_conditions(Dialect.DUCKDB, rule.evaluation_interval, rule.interval_ms),
+        simulated_conditions(rule.interval_ms, rule.interval_ms),
+    )
+    for conditions in forms:
+        try:
+            check_read_query(rule.render_query(conditions))
+        except TemplateExecutionError as error:
+            raise RuleValidationError(f"field query does not render: {error}") from None
+        except ReadQueryError as error:
+            raise RuleValidationError(f"field query {error}") from None
 
 
 def load_rules(raw_rules: object) -> RuleSet:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 import orjson
@@ -12,6 +12,7 @@ from tensorfusion.domain.metrics.rows import FieldValue, MetricRow
 
 __all__ = [
     "LineProtocolError",
+    "UnencodableError",
     "encode_row",
     "encode_rows",
     "parse_lines",
@@ -31,15 +32,43 @@ class LineProtocolError(ValueError):
     """A line that does not parse; the message names the line number and the problem."""
 
 
+class UnencodableError(ValueError):
+    """A row that line protocol cannot carry unambiguously; names the table, key and value."""
+
+
+class _BadTextError(ValueError):
+    """A key or tag value that cannot be written (the caller adds where it occurs)."""
+
+
+# Tag keys, tag values and field keys: `,`, `=` and space are escaped; CR and LF cannot be
+# carried at all and become an escaped space; a tab is written as it is.
+_KEY_ESCAPES: Final = str.maketrans({",": "\\,", "=": "\\=", " ": "\\ ", "\n": "\\ ", "\r": "\\ "})
+# Parsers disagree on a backslash before these (GreptimeDB reads `\\` as one backslash,
+# InfluxDB as two) and all of them misread one at the end of the text.
+_UNSAFE_AFTER_BACKSLASH: Final = frozenset("\\,= \n\r")
+
 _tag_cache: dict[str, str] = {}
 _key_cache: dict[str, str] = {}
+
+
+def _check_backslashes(text: str) -> None:
+    index = text.find("\\")
+    while index >= 0:
+        if index + 1 == len(text) or text[index + 1] in _UNSAFE_AFTER_BACKSLASH:
+            raise _BadTextError(
+                f"{text!r} cannot be written: a backslash is allowed only before a character "
+                "other than a backslash, ',', '=', space, CR or LF, and not at the end"
+            )
+        index = text.find("\\", index + 2)
 
 
 def _escape_tag(value: str) -> str:
     cached = _tag_cache.get(value)
     if cached is not None:
         return cached
-    escaped = value.replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ").replace("\n", "\\ ")
+    if "\\" in value:
+        _check_backslashes(value)
+    escaped = value.translate(_KEY_ESCAPES)
     if len(_tag_cache) >= _CACHE_LIMIT:
         _tag_cache.clear()
     _tag_cache[value] = escaped
@@ -116,27 +145,43 @@ def encode_row(row: MetricRow, skipped: set[tuple[str, str]] | None = None) -> s
     Empty tags are left out; NaN and infinite floats are skipped and, when `skipped` is given,
     recorded there as (table, column) so the caller can log each column once. Floats are
     written with shortest round-trip digits.
+    Raises UnencodableError for a key or tag value that no parser would read back as written.
     """
-    shape = _shape_for(row)
-    if shape is not None:
-        tag_values = row.tags.values()
-        if all(tag_values):
-            numbers = orjson.dumps(list(row.fields.values()))
-            if b"null" not in numbers:
-                cache = _tag_cache
-                return shape.template % (
-                    *[cache.get(v) or _escape_tag(v) for v in tag_values],
-                    *numbers[1:-1].decode("ascii").split(","),
-                    row.ts_ms,
-                )
+    try:
+        shape = _shape_for(row)
+        if shape is not None:
+            tag_values = row.tags.values()
+            if all(tag_values):
+                numbers = orjson.dumps(list(row.fields.values()))
+                if b"null" not in numbers:
+                    cache = _tag_cache
+                    return shape.template % (
+                        *[cache.get(v) or _escape_tag(v) for v in tag_values],
+                        *numbers[1:-1].decode("ascii").split(","),
+                        row.ts_ms,
+                    )
+    except _BadTextError:
+        pass  # the general path names the offending key
     return _encode_slow(row, skipped)
 
 
+def _escaped(table: str, where: str, text: str, escape: Callable[[str], str]) -> str:
+    try:
+        return escape(text)
+    except _BadTextError as error:
+        raise UnencodableError(f"table {table}, {where}: {error}") from None
+
+
 def _encode_slow(row: MetricRow, skipped: set[tuple[str, str]] | None) -> str | None:
-    parts = [_escape_measurement(row.table)]
+    table = row.table
+    parts = [_escape_measurement(table)]
     for tag, tag_value in row.tags.items():
         if tag_value:
-            parts.append("," + _key_prefix(tag) + _escape_tag(tag_value))
+            parts.append(
+                ","
+                + _escaped(table, "tag key", tag, _key_prefix)
+                + _escaped(table, f"tag {tag!r}", tag_value, _escape_tag)
+            )
     separator = " "
     for key, value in row.fields.items():
         if isinstance(value, bool):
@@ -153,7 +198,7 @@ def _encode_slow(row: MetricRow, skipped: set[tuple[str, str]] | None) -> str | 
             text = _string_field(value)
         else:
             text = _encode_other(row.table, key, value)
-        parts.append(separator + _key_prefix(key) + text)
+        parts.append(separator + _escaped(table, "field key", key, _key_prefix) + text)
         separator = ","
     if separator == " ":
         return None
@@ -214,7 +259,8 @@ def _records(body: str) -> Iterable[tuple[int, list[str]]]:
         if char == '"' and section == 1 and current and current[-1] == "=":
             in_string = True
             current.append(char)
-        elif char in {" ", "\t"}:
+        elif char == " " or (char == "\t" and not current):
+            # A tab inside a key or value belongs to it; between sections it is whitespace.
             if current:
                 sections.append("".join(current))
                 current = []

@@ -15,8 +15,9 @@ _UNIT_MS: Final[dict[str, int]] = {
     "d": 86_400_000,
     "w": 7 * 86_400_000,
 }
-_WHOLE: Final = re.compile(r"^(?:\d+(?:ms|s|m|h|d|w))+$")
-_COMPONENT: Final = re.compile(r"(\d+)(ms|s|m|h|d|w)")
+# ASCII digits, whole text (see `durations`): the TTL is written into DDL string literals.
+_WHOLE: Final = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d|w))+")
+_COMPONENT: Final = re.compile(r"([0-9]+)(ms|s|m|h|d|w)")
 EMBEDDED_MAX_RETENTION_MS: Final = 72 * 3_600_000
 
 
@@ -26,7 +27,7 @@ class RetentionError(ValueError):
 
 def parse_ttl(text: object) -> int:
     """Milliseconds of a TTL; raises RetentionError naming the value and the accepted form."""
-    if not isinstance(text, str) or not _WHOLE.match(text):
+    if not isinstance(text, str) or _WHOLE.fullmatch(text) is None:
         raise RetentionError(
             f"{text!r} is not a duration: use whole numbers with the units s, m, h, d or w "
             "(for example 30d, 12h, 1w, 1d12h)"

@@ -16,13 +16,15 @@ from typing import Any, Final, Protocol
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.filter_chain import (
-    GPU_STAGES,
-    GPUSchedulingArgs,
     NodeEvaluation,
-    RequestContext,
     choose_gpus,
     evaluate_node,
     not_in_pool_message,
+)
+from tensorfusion.domain.allocator.request_context import (
+    GPU_STAGES,
+    GPUSchedulingArgs,
+    RequestContext,
 )
 from tensorfusion.domain.quantities import format_bytes
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tensorfusion.domain.allocator.filter_chain import GPUSchedulingArgs
 from tensorfusion.domain.allocator.placement import PlacementWeights
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.scheduler_config import SchedulerSettings
 from tensorfusion.domain.topology import TopologyArgs
 

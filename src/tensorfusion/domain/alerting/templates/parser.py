@@ -31,7 +31,7 @@ from tensorfusion.domain.alerting.templates.nodes import (
 
 __all__ = ["parse"]
 
-_LEGACY_OCTAL = re.compile(r"^[+-]?0[0-7_]+$")
+_LEGACY_OCTAL = re.compile(r"[+-]?0[0-7_]+")
 
 
 def _number(text: str) -> int | float:
@@ -44,7 +44,7 @@ def _number(text: str) -> int | float:
         if is_hex:
             value = float.fromhex(text.replace("_", ""))
             return value
-        if _LEGACY_OCTAL.match(text):
+        if _LEGACY_OCTAL.fullmatch(text):
             return int(text.replace("_", ""), 8)
         if not any(c in body for c in ".eE"):
             return int(text, 0)

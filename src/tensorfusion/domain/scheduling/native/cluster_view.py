@@ -106,9 +106,8 @@ class NativeCluster:
         self._track(name)
 
     def remove_node(self, name: str) -> None:
-        """Forget a Node; pods bound to it stay bound until they are unbound."""
+        """Forget a Node; pods bound to it stay counted on it until they are unbound."""
         self.facts.pop(name, None)
-        self.usage.pop(name, None)
         self.outcomes.pop(name, None)
         self._version[name] = self._version.get(name, 0) + 1
         self._names = None
