@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 RULE_BOOL: Final = 'must be "true" or "false"'
-_INTEGER: Final = re.compile(r"^[+-]?[0-9]+$")
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 _LEADING_NUMBER: Final = re.compile(r"^[0-9]+(?:\.[0-9]+)?")
 RULE_DURATION: Final = "must be a non-negative duration such as 300ms, 5m or 1h30m"
 
@@ -59,7 +59,7 @@ def parse_bool(text: str) -> bool:
 def parse_int(text: str, minimum: int, maximum: int | None = None) -> int:
     """A decimal integer in `minimum..maximum` (no upper bound when None)."""
     stripped = text.strip()
-    if _INTEGER.match(stripped):
+    if _INTEGER.fullmatch(stripped):
         value = int(stripped)
         if value >= minimum and (maximum is None or value <= maximum):
             return value

@@ -35,8 +35,8 @@ class QuantityError(ValueError):
 
 
 _PATTERN: Final = re.compile(
-    r"^(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
 )
 
 _BINARY: Final[dict[str, int]] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
@@ -148,7 +148,7 @@ def parse_quantity(text: str) -> Quantity:
     """Parse Kubernetes quantity text ("16Gi", "100", "1500m", "1e3") exactly."""
     if not isinstance(text, str):
         raise QuantityError(f"not a quantity: {text!r}")
-    match = _PATTERN.match(text.strip()) if text == text.strip() else None
+    match = _PATTERN.fullmatch(text.strip()) if text == text.strip() else None
     if match is None:
         raise QuantityError(f"not a quantity: {text!r}")
     number = Decimal(match["number"])

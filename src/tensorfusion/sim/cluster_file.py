@@ -37,11 +37,11 @@ def _quantity(value: Any) -> str:
     return text
 
 
-_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def _node_name(value: str) -> str:
-    if len(value) > 253 or not _NODE_NAME.match(value):
+    if len(value) > 253 or not _NODE_NAME.fullmatch(value):
         raise ValueError(
             "must be a DNS subdomain: lower-case letters, digits, '-' and '.', "
             "starting and ending with a letter or digit"

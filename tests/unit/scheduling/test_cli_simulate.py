@@ -390,3 +390,12 @@ def test_quota_limits_below_requests_exit_2_naming_both_fields(tmp_path: Path) -
         "quotas[0] (research).total.limits.tflops: invalid value 1k",
         "must not be below spec.total.requests.tflops (2k)",
     )
+
+
+def test_a_node_name_with_a_trailing_newline_exits_2(tmp_path: Path) -> None:
+    def change(data: dict[str, Any]) -> None:
+        data["nodes"][0]["name"] = "a100\n"
+
+    path = cluster_with(tmp_path, change)
+    result = invoke("simulate", str(path), str(WORKLOAD))
+    assert_input_error(result, str(path), "nodes[0].name", "must be a DNS subdomain")

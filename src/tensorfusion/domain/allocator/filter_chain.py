@@ -12,6 +12,7 @@ from tensorfusion.domain.allocator.gpu_stages import gpu_failure
 from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES, GPUState
 from tensorfusion.domain.allocator.oversubscription import (
     effective_limit,
+    limits_over_virtual,
     shared_effective_limit,
     virtual_capacity,
 )
@@ -30,7 +31,6 @@ from tensorfusion.domain.allocator.request_context import (
     SAME_NODE,
     RequestContext,
 )
-from tensorfusion.domain.quantities import format_bytes, format_milli
 from tensorfusion.domain.topology import (
     TopologyGPU,
     TopologyPlan,
@@ -200,17 +200,7 @@ def _virtual_capacity_failure(
         # A percent value is converted with the largest capacity among the valid GPUs.
         largest = max(g.capacity_tflops for g in ev.valid)
         tflops, vram = effective_limit(request, [largest])
-    if node.limit_tflops + tflops > virtual[0]:
-        return (
-            f"limits tflops {format_milli(node.limit_tflops + tflops)} would exceed virtual "
-            f"capacity {format_milli(virtual[0])}"
-        )
-    if node.limit_vram + vram > virtual[1]:
-        return (
-            f"limits vram {format_bytes(node.limit_vram + vram)} would exceed virtual "
-            f"capacity {format_bytes(virtual[1])}"
-        )
-    return None
+    return limits_over_virtual(node.limit_tflops + tflops, node.limit_vram + vram, virtual)
 
 
 def _score(ctx: RequestContext, node: NodeState, ev: NodeEvaluation) -> None:

@@ -6,8 +6,15 @@ from dataclasses import dataclass
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.model.pool import Oversubscription as OversubscriptionModel
+from tensorfusion.domain.quantities import format_bytes, format_milli
 
-__all__ = ["Oversubscription", "effective_limit", "shared_effective_limit", "virtual_capacity"]
+__all__ = [
+    "Oversubscription",
+    "effective_limit",
+    "limits_over_virtual",
+    "shared_effective_limit",
+    "virtual_capacity",
+]
 
 
 _MODEL_FIELDS = OversubscriptionModel.model_fields
@@ -40,6 +47,21 @@ def virtual_capacity(
         + ram_bytes * settings.vram_expand_to_host_mem // 100
     )
     return tflops, vram
+
+
+def limits_over_virtual(tflops: int, vram: int, virtual: tuple[int, int]) -> str | None:
+    """Why a node's limits (TFLOPs milli, VRAM bytes) exceed its virtual capacity, or None."""
+    if tflops > virtual[0]:
+        return (
+            f"limits tflops {format_milli(tflops)} would exceed virtual capacity "
+            f"{format_milli(virtual[0])}"
+        )
+    if vram > virtual[1]:
+        return (
+            f"limits vram {format_bytes(vram)} would exceed virtual capacity "
+            f"{format_bytes(virtual[1])}"
+        )
+    return None
 
 
 def effective_limit(request: AllocationRequest, gpu_capacities: list[int]) -> tuple[int, int]:

@@ -27,7 +27,7 @@ __all__ = [
 NODE_AFFINITY: Final = "NodeAffinity"
 NODE_AFFINITY_REASON: Final = "node(s) didn't match Pod's node affinity/selector"
 
-_INTEGER: Final = re.compile(r"^[+-]?[0-9]+$")
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 _IN, _NOT_IN, _EXISTS, _DOES_NOT_EXIST, _GT, _LT = (
@@ -41,7 +41,7 @@ _IN, _NOT_IN, _EXISTS, _DOES_NOT_EXIST, _GT, _LT = (
 
 
 def _int64(text: str) -> int | None:
-    if not _INTEGER.match(text):
+    if not _INTEGER.fullmatch(text):
         return None
     number = int(text)
     return number if _INT64_MIN <= number <= _INT64_MAX else None

@@ -52,8 +52,8 @@ _NON_ZERO_DEFAULTS: Final[Mapping[str, Decimal]] = MappingProxyType(
 )
 _EMPTY: Final[Mapping[str, int]] = MappingProxyType({})
 _QUALIFIED_NAME: Final = re.compile(
-    r"^(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+    r"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
 )
 
 
@@ -67,7 +67,8 @@ def is_extended_resource_name(name: str) -> bool:
         return False
     qualified = f"requests.{name}"
     prefix, _, short = qualified.partition("/")
-    return len(prefix) <= 253 and len(short) <= 63 and _QUALIFIED_NAME.match(qualified) is not None
+    fits = len(prefix) <= 253 and len(short) <= 63
+    return fits and _QUALIFIED_NAME.fullmatch(qualified) is not None
 
 
 def is_scalar_resource_name(name: str) -> bool:
