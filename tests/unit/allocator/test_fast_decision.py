@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tensorfusion.domain.allocation_request import AllocationRequest
@@ -119,6 +119,31 @@ def check_rejections(fast: Decision, full: Decision, candidates: list[str]) -> N
     st.sets(st.integers(0, 5), max_size=2),
     st.sampled_from([(1, 1), (1, 5), (3, 1), (0, 1)]),
     st.sampled_from([TopologyMode.SOFT, TopologyMode.HARD]),
+)
+# Found by Hypothesis: a GPU that moves while a pod holds it is charged and released on its
+# new node, whose bound must follow (the change feed marked only the record's node).
+@example(
+    shapes=[(1, ("312", "80Gi"), GPUPhase.RUNNING, "", -1)] * 2
+    + [
+        (2, ("312", "80Gi"), GPUPhase.RUNNING, "", -1),
+        (3, ("312", "80Gi"), GPUPhase.RUNNING, "", -1),
+    ]
+    + [(1, ("312", "80Gi"), GPUPhase.RUNNING, "", -1)] * 2,
+    sequence=[
+        (0, 0, 1, IsolationMode.SOFT, "plain", "none"),
+        (0, 1, 3, IsolationMode.SOFT, "plain", "move"),
+        *[(0, 0, 1, IsolationMode.SOFT, "plain", "none")] * 4,
+        (0, 1, 2, IsolationMode.SOFT, "plain", "move"),
+        (0, 0, 2, IsolationMode.SOFT, "plain", "none"),
+        (0, 0, 1, IsolationMode.SOFT, "plain", "none"),
+    ],
+    mode=PlacementMode.COMPACT_FIRST,
+    policy=IsolationPolicy.STATIC,
+    fits=[0] * 6,
+    rejected=set(),
+    excluded=set(),
+    weight_pair=(1, 1),
+    topology_mode=TopologyMode.SOFT,
 )
 def test_indexed_decision_equals_full_evaluation(
     shapes: list[tuple[int, tuple[str, str], GPUPhase, str, int]],

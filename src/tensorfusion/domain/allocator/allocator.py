@@ -180,7 +180,7 @@ class Allocator:
             gpu.committed_vram += vram
             gpu.settle_available()
             update_running_apps(gpu, request, 1)
-            self._changes.gpu_changed(name)
+            self._gpu_charged(gpu)
         node = self.node(record.node)
         node.assumed_workers.discard(uid)
         node.committed_workers.add(uid)
@@ -299,7 +299,7 @@ class Allocator:
                 gpu.assumed_tflops += sign * tflops
                 gpu.assumed_vram += sign * vram
             update_isolation_lock(gpu, uid, request, sign, self._policy_of(gpu))
-            self._changes.gpu_changed(name)
+            self._gpu_charged(gpu)
         workers = node.committed_workers if committed else node.assumed_workers
         quota = self.quotas.get(request.namespace)
         usage = None if quota is None else (quota.committed if committed else quota.assumed)
@@ -322,6 +322,12 @@ class Allocator:
             node.committed_limit_tflops += sign * record.effective_limit[0]
             node.committed_limit_vram += sign * record.effective_limit[1]
         self._changes.node_changed(node.name)
+
+    def _gpu_charged(self, gpu: GPUState) -> None:
+        # The GPU's own node changed too: a GPU moved since the record was made is charged
+        # on its new node, not on the record's.
+        self._changes.gpu_changed(gpu.name)
+        self._changes.node_changed(gpu.node)
 
     def _policy_of(self, gpu: GPUState) -> IsolationPolicy:
         return gpu.isolation_policy or self.isolation_policy
