@@ -137,10 +137,20 @@ def simulate(
     metrics_db: Annotated[
         Path | None, typer.Option(help="Keep the simulated tf_* metrics in this DuckDB file.")
     ] = None,
+    verify_fast_path: Annotated[
+        bool,
+        typer.Option(
+            help="Shadow every decision with a full evaluation of every node; exit 1 if the "
+            "indexed search ever chose differently."
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option(help="Print no terminal report.")] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
 ) -> None:
-    """Run a workload trace through the scheduler on a virtual GPU cluster and report."""
+    """Run a workload trace through the scheduler on a virtual GPU cluster and report.
+
+    Exit 0 on success, 1 when `--verify-fast-path` found a disagreement, 2 on invalid input.
+    """
     console = Console()
     try:
         if not math.isfinite(sample_interval) or sample_interval < MIN_SAMPLE_INTERVAL:
@@ -158,7 +168,9 @@ def simulate(
         if pool is not None and pool not in {p.name for p in cluster_file.pools}:
             raise InputError(f"--pool: invalid value {pool!r}: no such pool in {cluster}")
         trace = load_workload(workload)
-        options = SimulationOptions(overrides, sample_interval, not no_alerts, metrics_db)
+        options = SimulationOptions(
+            overrides, sample_interval, not no_alerts, metrics_db, verify_fast_path
+        )
         total = sum(e.replicas for e in trace.workloads)
         if total >= PROGRESS_THRESHOLD and not quiet:
             with Progress(
@@ -184,6 +196,30 @@ def simulate(
     if html is not None:
         html.write_text(render_html(report), encoding="utf-8")
         console.print(f"HTML report written to {escape(str(html))}")
+    check = report.get("fastPathVerification")
+    if check is not None:
+        _report_fast_path(check, console)
+
+
+def _report_fast_path(check: dict[str, Any], console: Console) -> None:
+    if not check["mismatches"]:
+        console.print(
+            f"fast path verified: {check['decisions']} decisions equal the full evaluation"
+        )
+        return
+    lines = [
+        f"fast path verification FAILED: {check['mismatches']} of {check['decisions']} "
+        "decisions differ from the full evaluation"
+    ]
+    for example in check["examples"]:
+        fast, full = example["fast"], example["full"]
+        lines.append(
+            f"  {example['pod']}: fast chose {fast['node']} {fast['gpus']} "
+            f"(combined {fast['combined']}), full chose {full['node']} {full['gpus']} "
+            f"(combined {full['combined']})"
+        )
+    sys.stderr.write("\n".join(lines) + "\n")
+    raise typer.Exit(1)
 
 
 def _read_pod(path: Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
-from tensorfusion.domain.scheduling.decision import decide, decide_indexed
+from tensorfusion.domain.scheduling.decision import Decision, decide, decide_indexed
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
@@ -20,7 +20,16 @@ from tensorfusion.sim.samples import Sample, take_sample
 from tensorfusion.sim.virtual_cluster import VirtualCluster
 from tensorfusion.sim.workload_file import WorkloadFile
 
-__all__ = ["PodOutcome", "SimPod", "Simulation", "SimulationResult"]
+__all__ = [
+    "FastPathCheck",
+    "FastPathMismatch",
+    "PodOutcome",
+    "SimPod",
+    "Simulation",
+    "SimulationResult",
+]
+
+MAX_MISMATCHES_KEPT = 5
 
 
 class PodOutcome(StrEnum):
@@ -64,6 +73,32 @@ class SimPod:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True, slots=True)
+class FastPathMismatch:
+    """One decision where the indexed search and the full evaluation disagreed."""
+
+    pod: str
+    fast: Decision
+    full: Decision
+
+
+@dataclass(slots=True)
+class FastPathCheck:
+    """`--verify-fast-path`: every decision shadowed by a full evaluation of every node."""
+
+    decisions: int = 0
+    mismatches: int = 0
+    examples: list[FastPathMismatch] = field(default_factory=list)
+
+    def record(self, pod: str, fast: Decision, full: Decision) -> None:
+        """Compare one pair of decisions (node, GPUs and combined score)."""
+        self.decisions += 1
+        if (fast.node, fast.gpus, fast.combined) != (full.node, full.gpus, full.combined):
+            self.mismatches += 1
+            if len(self.examples) < MAX_MISMATCHES_KEPT:
+                self.examples.append(FastPathMismatch(pod, fast, full))
+
+
 @dataclass(slots=True)
 class SimulationResult:
     """Everything the report is made from."""
@@ -73,6 +108,7 @@ class SimulationResult:
     decisions: int
     decision_seconds: float
     end_time: float
+    fast_path: FastPathCheck | None = None
 
 
 @dataclass(slots=True)
@@ -87,6 +123,7 @@ class Simulation:
     preparer: PodPreparer
     sample_interval: float = 60.0
     on_sample: Callable[[float, VirtualCluster, list[SimPod]], None] | None = None
+    verify_fast_path: bool = False
     pods: list[SimPod] = field(default_factory=list)
     _queue: list[tuple[float, int, int, int]] = field(default_factory=list)
     _seq: int = 0
@@ -97,10 +134,12 @@ class Simulation:
     _pending_events: int = 0
     _samples: list[Sample] = field(default_factory=list)
     _index: NodeScoreIndex | None = None
+    _check: FastPathCheck | None = None
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> SimulationResult:
         """Run the whole trace; `progress(done, total)` is called as pods arrive."""
         self._load_trace()
+        self._check = FastPathCheck() if self.verify_fast_path else None
         total = len(self.pods)
         arrived = 0
         last_event = 0.0
@@ -124,8 +163,9 @@ class Simulation:
                 self._depart(pod, now)
         self._explain_waiting()
         return SimulationResult(
-            self.pods, self._samples, self._decisions, self._decision_seconds, last_event
-        )
+            self.pods, self._samples, self._decisions, self._decision_seconds, last_event,
+            self._check,
+        )  # fmt: skip
 
     def _explain_waiting(self) -> None:
         """Per-stage reasons for the pods still waiting at the end (full evaluation)."""
@@ -189,6 +229,12 @@ class Simulation:
         started = time.perf_counter()
         decision = decide_indexed(self._index, request, view, self.args, self.weights,
                                   reasons=False)  # fmt: skip
+        if self._check is not None:
+            elapsed = time.perf_counter() - started
+            full = decide(allocator, request, view, sorted(allocator.nodes), self.args,
+                          self.weights)  # fmt: skip
+            self._check.record(pod.key, decision, full)
+            started = time.perf_counter() - elapsed
         if decision.node is not None:
             allocator.assume(request, decision.node, decision.gpus, now)
             allocator.commit(request.pod_uid, now)

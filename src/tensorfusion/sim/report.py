@@ -10,7 +10,8 @@ from tensorfusion.domain.allocator.capacity_figures import (
     PoolCapacity,
     pool_capacities,
 )
-from tensorfusion.sim.engine import PodOutcome, SimulationResult
+from tensorfusion.domain.scheduling.decision import Decision
+from tensorfusion.sim.engine import FastPathCheck, PodOutcome, SimulationResult
 from tensorfusion.sim.samples import Sample
 from tensorfusion.sim.virtual_cluster import VirtualCluster
 
@@ -86,7 +87,7 @@ def build_report(
                 "limitsVram": _vram(max(p.limits_vram for p in pool_samples)),
             },
         })  # fmt: skip
-    return {
+    report: dict[str, Any] = {
         "policy": policy,
         "cluster": {"nodes": len(allocator.nodes), "gpus": len(allocator.gpus)},
         "summary": {
@@ -144,5 +145,22 @@ def build_report(
                 "fragmentationPercent": round(s.fragmentation_percent, 2),
             }
             for s in result.samples
+        ],
+    }
+    if result.fast_path is not None:
+        report["fastPathVerification"] = _fast_path_json(result.fast_path)
+    return report
+
+
+def _fast_path_json(check: FastPathCheck) -> dict[str, Any]:
+    def decision(d: Decision) -> dict[str, Any]:
+        return {"node": d.node, "gpus": list(d.gpus), "combined": d.combined}
+
+    return {
+        "decisions": check.decisions,
+        "mismatches": check.mismatches,
+        "examples": [
+            {"pod": m.pod, "fast": decision(m.fast), "full": decision(m.full)}
+            for m in check.examples
         ],
     }

@@ -41,6 +41,7 @@ class SimulationOptions:
     sample_interval: float = 60.0
     alerts: bool = True
     metrics_db: Path | None = None
+    verify_fast_path: bool = False
 
 
 @dataclass(slots=True)
@@ -131,6 +132,7 @@ def run_simulation(
         preparer=_preparer(virtual),
         sample_interval=options.sample_interval,
         on_sample=recorder.record if recorder is not None else None,
+        verify_fast_path=options.verify_fast_path,
     )
     try:
         result = simulation.run(progress)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from tensorfusion.cli.main import app
+from tensorfusion.domain.scheduling.decision import Decision, decide_indexed
+from tensorfusion.sim import engine
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
@@ -399,3 +402,29 @@ def test_a_node_name_with_a_trailing_newline_exits_2(tmp_path: Path) -> None:
     path = cluster_with(tmp_path, change)
     result = invoke("simulate", str(path), str(WORKLOAD))
     assert_input_error(result, str(path), "nodes[0].name", "must be a DNS subdomain")
+
+
+def test_verify_fast_path_shadows_every_decision(tmp_path: Path) -> None:
+    report = report_of(tmp_path, "--verify-fast-path")
+    check = report["fastPathVerification"]
+    assert check["decisions"] == report["summary"]["decisions"] > 0
+    assert (check["mismatches"], check["examples"]) == (0, [])
+    assert "fastPathVerification" not in report_of(tmp_path)
+
+
+def test_a_fast_path_disagreement_exits_1_naming_the_pod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = decide_indexed
+
+    def broken(*args: Any, **kwargs: Any) -> Decision:
+        decision = real(*args, **kwargs)
+        return replace(decision, combined=decision.combined + 1)
+
+    monkeypatch.setattr(engine, "decide_indexed", broken)
+    result = invoke(
+        "simulate", str(CLUSTER), str(WORKLOAD), "--verify-fast-path", "--quiet", "--no-alerts"
+    )
+    assert result.exit_code == 1, result.output
+    assert "fast path verification FAILED" in result.stderr
+    assert "fast chose" in result.stderr and "full chose" in result.stderr
