@@ -14,6 +14,7 @@ from tensorfusion.domain.json_patch import (
     json_patch_diff,
     pointer,
 )
+from tests.hypothesis_budget import examples
 
 from .admission_builders import apply_patch
 
@@ -75,7 +76,7 @@ JSON = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(JSON, JSON)
 def test_applying_the_diff_gives_the_new_document(old: Any, new: Any) -> None:
     patch = json_patch_diff(old, new)

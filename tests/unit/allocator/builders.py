@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hypothesis
-
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
 from tensorfusion.domain.allocator.gpu_state import GPUState
@@ -101,9 +99,3 @@ class AllNodesPass:
 
     def fit_bound(self) -> int:
         return 0
-
-
-def examples(count: int) -> int:
-    """`count` Hypothesis examples scaled by the active profile (five times under `ci`)."""
-    active, default = hypothesis.settings(), hypothesis.settings.get_profile("default")
-    return count * active.max_examples // default.max_examples

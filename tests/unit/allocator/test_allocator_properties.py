@@ -19,8 +19,9 @@ from tensorfusion.domain.allocator.records import RecordState
 from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide
 from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy
+from tests.hypothesis_budget import examples
 
-from .builders import AllNodesPass, examples, gpu, request
+from .builders import AllNodesPass, gpu, request
 
 
 @dataclass(frozen=True)

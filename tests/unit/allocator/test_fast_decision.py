@@ -28,8 +28,9 @@ from tensorfusion.domain.vocabulary import (
     PlacementMode,
     TopologyMode,
 )
+from tests.hypothesis_budget import examples
 
-from .builders import examples, gpu, request
+from .builders import gpu, request
 
 
 @dataclass

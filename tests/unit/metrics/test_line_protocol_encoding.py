@@ -16,6 +16,7 @@ from tensorfusion.domain.metrics.line_protocol import (
     parse_lines,
 )
 from tensorfusion.domain.metrics.rows import MetricRow
+from tests.hypothesis_budget import examples
 
 # Characters with a meaning in line protocol, drawn often; any other character too.
 _SPECIAL = "\\\t\r\n,= "
@@ -53,7 +54,7 @@ def _writable(text: str) -> bool:
     )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     tags=st.dictionaries(_key, _tag_text, max_size=4),
     fields=st.dictionaries(_key, _field_value, min_size=1, max_size=5),
