@@ -30,7 +30,7 @@ from tensorfusion.domain.vocabulary import (
 )
 from tests.hypothesis_budget import examples
 
-from .builders import gpu, request
+from .builders import AllNodesPass, allocator_with, gpu, request
 
 
 @dataclass
@@ -390,3 +390,20 @@ def test_an_inexact_bound_tying_an_exact_node_goes_to_the_higher_node_score(
     view = TableView({"node-a": 70, "node-b": 50}, fit_bound)
     full, fast = both_decisions(allocator, view, ScoreWeights(1, 1))
     assert full == fast == ("node-b", 110)
+
+
+def test_a_node_of_a_higher_bucket_short_of_vram_is_named_not_just_outscored() -> None:
+    allocator = allocator_with(gpu("g1", "n1"), gpu("g2", "n2"), gpu("g3", "n3"))
+    allocator.assume(request("big", ("100", "70Gi")), "n1", ["g1"], 0)
+    allocator.commit("big", 0)
+    allocator.assume(request("small", ("1", "1Gi")), "n3", ["g3"], 0)
+    allocator.commit("small", 0)
+    args, weights = GPUSchedulingArgs(), ScoreWeights()
+    wanted = request("p", ("10", "40Gi"))
+    fast = decide_indexed(NodeScoreIndex(allocator, args.weights), wanted, AllNodesPass(), args,
+                          weights, {"n1", "n2", "n3"})  # fmt: skip
+    assert fast.node == "n3"
+    assert fast.rejection_message("n1") == (
+        "fewer than 1 GPUs of pool tensor-fusion-shared with 40Gi VRAM free"
+    )
+    assert fast.rejection_message("n2") == NOT_SELECTED

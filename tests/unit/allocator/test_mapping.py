@@ -188,3 +188,18 @@ def test_mapped_gpus_fill_an_allocator() -> None:
     allocator.upsert_gpu(gpu_state(_gpu()).state)
     assert [g.name for g in allocator.nodes["node-a"].gpus] == ["gpu-1"]
     assert [g.name for g in allocator.pool_gpus("shared")] == ["gpu-1"]
+
+
+def test_a_negative_capacity_reads_as_zero_and_is_reported() -> None:
+    mapped = gpu_state(_gpu(capacity={"tflops": "-300", "vram": "80Gi"}))
+    assert mapped.state.capacity_tflops == 0
+    assert mapped.problems == (
+        "status.capacity.tflops: invalid value -300: must not be negative; read as 0 (the GPU "
+        "is not schedulable)",
+    )
+
+
+def test_a_capability_that_is_not_a_boolean_is_false_and_reported() -> None:
+    capabilities, problem = capabilities_from_annotation('{"supportsHardIsolation": "true"}')
+    assert capabilities is not None and not capabilities.supports_hard
+    assert problem is not None and 'supportsHardIsolation: "true"' in problem

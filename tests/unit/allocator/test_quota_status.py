@@ -126,3 +126,16 @@ def test_the_oldest_quota_of_a_namespace_wins_and_the_others_are_superseded() ->
     assert sorted(r.name for r in superseded) == ["a", "c"]
     ready = _conditions(quota_status(young, None, NOW, superseded_by="b"))["Ready"]
     assert (ready.status, ready.reason) == ("False", "Superseded")
+
+
+def test_a_zero_worker_cap_reads_as_nothing_available_and_compute_totals_are_noted() -> None:
+    reading = read_quota(
+        _raw({"total": {"maxWorkers": 0, "requests": {"compute": "50", "vram": "1Gi"}}})
+    )
+    assert reading.enforceable and reading.quota is not None
+    status = quota_status(reading, NamespaceQuota(quota_spec(reading.quota)), NOW)
+    assert status.available_percent is not None
+    assert status.available_percent.workers == "0.00"
+    ready = _conditions(status)["Ready"]
+    assert ready.status == "True" and ready.message is not None
+    assert "spec.total.requests.compute is not enforced" in ready.message

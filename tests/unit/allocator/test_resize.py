@@ -92,3 +92,30 @@ def test_requests_above_limits_and_whole_card_pods_are_refused() -> None:
     assert resize_allocation(shared, "nobody", amount("1", "1Gi"), ResourceAmount()).message == (
         "no allocation for pod UID nobody"
     )
+
+
+def test_right_sizing_down_is_allowed_over_a_lowered_cap_and_virtual_capacity() -> None:
+    pools = (PoolSettings(POOL, oversubscription=Oversubscription(100, 0, 0)),)
+    allocator = two_gpu_pod(
+        QuotaSpec("default", "q", total_requests=QuotaCaps(tflops("1000"))), pools=pools
+    )
+    # The cap is lowered below what the namespace uses and the node is over its virtual
+    # capacity (limits of an assumed pod); shrinking must still be allowed.
+    allocator.set_quota(QuotaSpec("default", "q", total_requests=QuotaCaps(tflops("50"))))
+    allocator.assume(request("big", ("1", "1Gi"), limit=("600", "1Gi")), NODE, ["a1"], now=0)
+    shrink = resize_allocation(allocator, "p", amount("60", "10Gi"), ResourceAmount())
+    assert shrink.allowed, shrink.message
+    grow = resize_allocation(allocator, "p", amount("61", "11Gi"), ResourceAmount())
+    assert grow.message == (
+        "GPU quota exceeded in namespace default: total.requests.tflops requested 123, limit 50"
+    )
+
+
+def test_a_resize_of_a_pod_whose_gpu_was_deleted_is_refused_and_changes_nothing() -> None:
+    allocator = two_gpu_pod()
+    allocator.remove_gpu("a1")
+    outcome = resize_allocation(allocator, "p", amount("50", "8Gi"), ResourceAmount())
+    assert outcome.message == "pod default/p: GPU a1 no longer exists"
+    assert allocator.records["p"].gpus == ("a1", "a2")
+    allocator.upsert_gpu(gpu("a1", NODE))
+    assert allocator.gpus["a1"].available_tflops == tflops("212")

@@ -113,3 +113,16 @@ def test_the_fit_bound_is_never_below_the_fit_of_any_node(
         bound = view.fit_bound()
         for candidate in cluster.node_names():
             assert view.fit(candidate) <= bound, (candidate, view.fit(candidate), bound)
+
+
+def test_forgetting_pods_frees_their_outcomes_and_never_mixes_up_later_pods() -> None:
+    cluster = NativeCluster.from_nodes(PLUGINS, {"a": node("a", zone="x")})
+    cluster.add_pod("p1", pod(zone="x"))
+    assert cluster.view("p1").rejection("a") is None
+    cluster.add_pod("p2", pod(zone="y"))
+    assert cluster.view("p2").rejection("a") is not None
+    cluster.forget_pod("p1")
+    assert all(len(memo) == 1 for memo in cluster.outcomes.values())
+    cluster.add_pod("p3", pod(zone="x"))
+    assert cluster.view("p3").rejection("a") is None
+    assert cluster.view("p2").rejection("a") is not None

@@ -15,7 +15,7 @@ from tensorfusion.domain.allocator.gpu_accounting import (
     update_isolation_lock,
     update_running_apps,
 )
-from tensorfusion.domain.allocator.gpu_state import GPUState
+from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES, GPUState
 from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaSpec
 from tensorfusion.domain.allocator.records import (
@@ -30,6 +30,16 @@ from tensorfusion.domain.vocabulary import IsolationPolicy, PlacementMode
 __all__ = ["AllocationError", "Allocator", "PoolSettings"]
 
 ASSUME_TTL_SECONDS = 60.0
+_FACTS = (
+    "node", "pool", "phase", "used_by", "vendor", "model", "uuid", "index", "numa_node",
+    "isolation_mode", "isolation_policy", "capabilities", "peers", "message", "missing_since",
+    "capacity_tflops", "capacity_vram",
+)  # fmt: skip
+"""The informer-copied facts of a GPU (§3); every other field is owned by the allocator."""
+
+
+def _facts(gpu: GPUState) -> tuple[object, ...]:
+    return tuple(getattr(gpu, attr) for attr in _FACTS)
 
 
 class AllocationError(ValueError):
@@ -60,9 +70,10 @@ class Allocator:
 
     # ---- inventory -------------------------------------------------------------------------
 
-    def changes(self, consumer: str) -> ChangeCursor:
-        """The consumer's own cursor over changed nodes and GPUs (created on first use)."""
-        return self._changes.subscribe(consumer, self.nodes, self.gpus)
+    def changes(self, consumer: str, *, unique: bool = False) -> ChangeCursor:
+        """The consumer's own cursor over changed nodes and GPUs (created on first use and
+        kept while the consumer holds it); `unique` gives every caller a cursor of its own."""
+        return self._changes.subscribe(consumer, self.nodes, self.gpus, unique=unique)
 
     def pool(self, name: str) -> PoolSettings:
         """Settings of a pool (defaults when the pool is unknown)."""
@@ -98,21 +109,35 @@ class Allocator:
         """Add a GPU or copy informer facts onto the known one (never the owned fields).
 
         A GPU marked missing stays known (its allocations still count) but leaves its node's
-        GPU list, so node totals and placement skip it.
+        GPU list, so node totals and placement skip it. An update that changes no fact (the
+        informer's echo of our own status write) changes nothing.
         """
         known = self.gpus.get(gpu.name)
         if known is None:
             self.gpus[gpu.name] = gpu
             self._rebuild_owned(gpu)
-            target = gpu
-        else:
-            self._detach(known)
-            self._changes.node_changed(known.node)
-            self._copy_facts(known, gpu)
-            target = known
-        self._attach(target)
-        self._changes.gpu_changed(gpu.name)
-        self._changes.node_changed(gpu.node)
+            self._attach(gpu)
+            self._changes.gpu_changed(gpu.name)
+            self._changes.node_changed(gpu.node)
+            return
+        if _facts(known) == _facts(gpu):
+            return
+        capacity = (known.capacity_tflops, known.capacity_vram)
+        isolation = (known.isolation_policy, known.isolation_mode)
+        self._detach(known)
+        self._changes.node_changed(known.node)
+        self._copy_facts(known, gpu)
+        self._attach(known)
+        owned_changed = capacity != (known.capacity_tflops, known.capacity_vram)
+        if owned_changed:
+            self._recharge_whole_card(known)
+        if owned_changed or isolation != (known.isolation_policy, known.isolation_mode):
+            # Whole-card charges and the Dynamic lock depend on these facts: re-derive.
+            self._rebuild_owned(known)
+            owned_changed = True
+        if owned_changed:
+            self._changes.gpu_changed(known.name)
+        self._changes.node_changed(known.node)
 
     def remove_gpu(self, name: str) -> None:
         """Drop a GPU from every index."""
@@ -201,18 +226,21 @@ class Allocator:
     ) -> RestoreOutcome:
         """Rebuild a committed record from a bound pod's `gpu-ids` on node `node_name`.
 
-        GPUs that are unknown or sit on another node are skipped and reported; the pod still
-        counts as a worker of its node and is charged its full quota (request × count), so
-        quota usage is never lost to an inconsistent annotation.
+        Unknown GPUs are skipped; GPUs known on another node stay charged where they are (as
+        a GPU that moves while held does). Both are reported. The pod counts as a worker of
+        its node and is charged its full quota (request × count), so quota usage is never
+        lost to an inconsistent annotation.
         """
         wanted = tuple(dict.fromkeys(gpu_names))
         unknown = tuple(n for n in wanted if n not in self.gpus)
         elsewhere = tuple(n for n in wanted if n in self.gpus and self.gpus[n].node != node_name)
-        names = tuple(n for n in wanted if n not in unknown and n not in elsewhere)
+        names = tuple(n for n in wanted if n not in unknown)
+        fallback = max((g.capacity_tflops for g in self.pool_gpus(request.pool)), default=0)
         self.release(request.pod_uid)
         record = make_record(
-            request, node_name, [self.gpus[n] for n in names], now, None, RecordState.COMMITTED
-        )
+            request, node_name, [self.gpus[n] for n in names], now, None,
+            RecordState.COMMITTED, fallback_capacity=fallback,
+        )  # fmt: skip
         self._apply(record, sign=1)
         return RestoreOutcome(record, unknown, elsewhere)
 
@@ -273,8 +301,11 @@ class Allocator:
             raise AllocationError(f"no allocation for pod UID {uid}")
         if request.pod_uid != uid or request.count != record.request.count:
             raise AllocationError(f"pod UID {uid}: a resize keeps the pod and its GPU count")
+        gone = [n for n in record.gpus if n not in self.gpus]
+        if gone:
+            raise AllocationError(f"pod {request.key}: GPU {', '.join(gone)} no longer exists")
         self._apply(record, sign=-1)
-        gpus = [self.gpus[n] for n in record.gpus if n in self.gpus]
+        gpus = [self.gpus[n] for n in record.gpus]
         fresh = make_record(request, record.node, gpus, record.since, None, record.state)
         fresh.expires_at, fresh.pending = record.expires_at, record.pending
         self._apply(fresh, sign=1)
@@ -323,6 +354,30 @@ class Allocator:
             node.committed_limit_vram += sign * record.effective_limit[1]
         self._changes.node_changed(node.name)
 
+    def _recharge_whole_card(self, gpu: GPUState) -> None:
+        """Shared and partitioned holders are charged the GPU's current capacity (§3, §5)."""
+        for uid, mode in gpu.holders.items():
+            record = self.records.get(uid)
+            if record is None or mode not in WHOLE_CARD_MODES:
+                continue
+            charged = list(record.charged)
+            position = record.gpus.index(gpu.name)
+            old_tflops, old_vram = charged[position]
+            charged[position] = (gpu.capacity_tflops, gpu.capacity_vram)
+            record.charged = tuple(charged)
+            delta = (gpu.capacity_tflops - old_tflops, gpu.capacity_vram - old_vram)
+            record.effective_limit = (
+                record.effective_limit[0] + delta[0],
+                record.effective_limit[1] + delta[1],
+            )
+            node = self.node(record.node)
+            node.limit_tflops += delta[0]
+            node.limit_vram += delta[1]
+            if record.state is RecordState.COMMITTED:
+                node.committed_limit_tflops += delta[0]
+                node.committed_limit_vram += delta[1]
+            self._changes.node_changed(record.node)
+
     def _gpu_charged(self, gpu: GPUState) -> None:
         # The GPU's own node changed too: a GPU moved since the record was made is charged
         # on its new node, not on the record's.
@@ -355,24 +410,20 @@ class Allocator:
         gpu.settle_available()
 
     def _copy_facts(self, known: GPUState, fresh: GPUState) -> None:
-        for attr in (
-            "node", "pool", "phase", "used_by", "vendor", "model", "uuid", "index", "numa_node",
-            "isolation_mode", "isolation_policy", "capabilities", "peers", "message",
-            "missing_since",
-        ):  # fmt: skip
+        for attr in _FACTS:
             setattr(known, attr, getattr(fresh, attr))
-        known.capacity_tflops, known.capacity_vram = fresh.capacity_tflops, fresh.capacity_vram
         known.settle_available()
 
     def _attach(self, gpu: GPUState) -> None:
         self.pool_members.setdefault(gpu.pool, set()).add(gpu.name)
         node = self.node(gpu.node)
-        if not gpu.missing:
-            node.gpus.append(gpu)
-            node.gpus.sort(key=lambda g: g.name)
+        members = node.missing_gpus if gpu.missing else node.gpus
+        members.append(gpu)
+        members.sort(key=lambda g: g.name)
 
     def _detach(self, gpu: GPUState) -> None:
         self.pool_members.get(gpu.pool, set()).discard(gpu.name)
         node = self.nodes.get(gpu.node)
         if node is not None:
             node.gpus = [g for g in node.gpus if g.name != gpu.name]
+            node.missing_gpus = [g for g in node.missing_gpus if g.name != gpu.name]

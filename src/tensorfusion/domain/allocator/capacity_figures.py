@@ -63,9 +63,10 @@ class NodeCapacity:
     gpus: tuple[str, ...]
     totals: CapacityTotals
     pods: tuple[str, ...]
-    """UIDs of the distinct committed pods over the node's GPUs (`totalGPUPods`)."""
+    """UIDs of the distinct committed pods over the node's GPUs, missing ones included
+    (`totalGPUPods`)."""
     allocated_pods: dict[str, list[PodGPUInfo]] = field(default_factory=dict)
-    """`allocatedPods`: per GPU name, its committed pods."""
+    """`allocatedPods`: per GPU name (missing ones included), its committed pods."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +110,7 @@ def node_capacity(allocator: Allocator, node: NodeState) -> NodeCapacity:
     )
     pods: dict[str, None] = {}
     allocated: dict[str, list[PodGPUInfo]] = {}
-    for gpu in gpus:
+    for gpu in (*gpus, *node.missing_gpus):
         infos = []
         for app in gpu.running_apps.values():
             for uid, pod in app.pods.items():

@@ -3,18 +3,24 @@
 Every consumer (the node index, the GPU status write-back, the node-taint reconciler, the
 simulator) subscribes once and gets a cursor of its own; taking the changes from one cursor
 never hides them from another. A new cursor starts with everything the allocator holds, so a
-late subscriber sees the whole state once.
+late subscriber sees the whole state once. The feed holds cursors weakly: a consumer that is
+gone stops collecting changes.
 """
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["ChangeCursor", "ChangeFeed"]
 
 
-@dataclass(slots=True)
+_UNIQUE = itertools.count(1)
+
+
+@dataclass(slots=True, weakref_slot=True)
 class ChangeCursor:
     """The nodes and GPUs changed since this consumer last took them."""
 
@@ -41,32 +47,39 @@ class ChangeCursor:
 class ChangeFeed:
     """Fans the allocator's changes out to one cursor per consumer."""
 
-    _cursors: dict[str, ChangeCursor] = field(default_factory=dict)
+    _cursors: weakref.WeakValueDictionary[str, ChangeCursor] = field(
+        default_factory=weakref.WeakValueDictionary
+    )
 
-    def subscribe(self, consumer: str, nodes: Iterable[str], gpus: Iterable[str]) -> ChangeCursor:
-        """The consumer's cursor; a new one starts with the given nodes and GPUs marked."""
-        cursor = self._cursors.get(consumer)
+    def subscribe(
+        self, consumer: str, nodes: Iterable[str], gpus: Iterable[str], *, unique: bool = False
+    ) -> ChangeCursor:
+        """The consumer's cursor while it lives; a new one starts with the given nodes and GPUs
+        marked. `unique` gives a fresh cursor named after the consumer (one per instance)."""
+        name = f"{consumer}#{next(_UNIQUE)}" if unique else consumer
+        cursor = self._cursors.get(name)
         if cursor is None:
-            cursor = self._cursors[consumer] = ChangeCursor(consumer, set(nodes), set(gpus))
+            cursor = ChangeCursor(name, set(nodes), set(gpus))
+            self._cursors[name] = cursor
         return cursor
 
     def node_changed(self, name: str) -> None:
         """Mark a node for every consumer."""
-        for cursor in self._cursors.values():
+        for cursor in list(self._cursors.values()):
             cursor._nodes.add(name)
 
     def nodes_changed(self, names: Iterable[str]) -> None:
         """Mark several nodes for every consumer."""
         names = tuple(names)
-        for cursor in self._cursors.values():
+        for cursor in list(self._cursors.values()):
             cursor._nodes.update(names)
 
     def gpu_changed(self, name: str) -> None:
         """Mark a GPU for every consumer."""
-        for cursor in self._cursors.values():
+        for cursor in list(self._cursors.values()):
             cursor._gpus.add(name)
 
     def gpu_removed(self, name: str) -> None:
         """Forget a removed GPU in every cursor."""
-        for cursor in self._cursors.values():
+        for cursor in list(self._cursors.values()):
             cursor._gpus.discard(name)

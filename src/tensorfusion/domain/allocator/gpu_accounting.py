@@ -31,8 +31,14 @@ def make_record(
     now: float,
     ttl: float | None,
     state: RecordState = RecordState.ASSUMED,
+    fallback_capacity: int = 0,
 ) -> AllocationRecord:
-    """A record of `request` on `gpus` with what it charges each GPU, the quota and the node."""
+    """A record of `request` on `gpus` with what it charges each GPU, the quota and the node.
+
+    With fewer GPUs than the request's count (GPUs skipped at recovery), the quota is still
+    charged for every GPU, converting percent values with the first GPU's capacity, else
+    `fallback_capacity`.
+    """
     if request.isolation in WHOLE_CARD_MODES:
         charged = tuple((g.capacity_tflops, g.capacity_vram) for g in gpus)
         limit = shared_effective_limit(list(charged))
@@ -42,8 +48,8 @@ def make_record(
         )
         limit = effective_limit(request, [g.capacity_tflops for g in gpus])
     capacities = [g.capacity_tflops for g in gpus]
-    # GPUs skipped at recovery are charged to the quota with the first known capacity.
-    capacities += [capacities[0] if capacities else 0] * (request.count - len(capacities))
+    padding = capacities[0] if capacities else fallback_capacity
+    capacities += [padding] * (request.count - len(capacities))
     return AllocationRecord(
         request=request,
         node=node_name,

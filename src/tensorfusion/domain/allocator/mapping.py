@@ -24,7 +24,7 @@ from tensorfusion.domain.model.node import GPUNode
 from tensorfusion.domain.model.pool import GPUPool
 from tensorfusion.domain.model.pool import Oversubscription as OversubscriptionModel
 from tensorfusion.domain.model.quota import GPUResourceQuota
-from tensorfusion.domain.model.resources import Resource
+from tensorfusion.domain.model.resources import GPUCapacity, Resource
 from tensorfusion.domain.model.scheduling import Placement, SchedulingConfigTemplate
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
 from tensorfusion.domain.topology import PeerLink
@@ -125,11 +125,21 @@ def capabilities_from_annotation(text: str | None) -> tuple[GPUCapabilities | No
             '{"supportsSoftIsolation": true, "supportsHardIsolation": false}'
         )
     flags = {"supports_soft": False, "supports_hard": False, "supports_partitioning": False}
+    bad: list[str] = []
     for key, flag in value.items():
         attribute = _CAPABILITY_KEYS.get(str(key).lower())
-        if attribute is not None:
-            flags[attribute] = flag is True
-    return GPUCapabilities(**flags), None
+        if attribute is None:
+            continue
+        if not isinstance(flag, bool):
+            bad.append(f"{key}: {json.dumps(flag)[:40]}")
+        flags[attribute] = flag is True
+    problem = None
+    if bad:
+        problem = (
+            f"annotation {KEYS.virtualization_capabilities}: invalid value(s) {', '.join(bad)}: "
+            "must be true or false; read as false"
+        )
+    return GPUCapabilities(**flags), problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +162,15 @@ def gpu_state(gpu: GPU, keys: Keys = KEYS) -> GPUMapping:
     node = status.node_selector.get(HOSTNAME_KEY, "")
     if not node:
         problems.append(f"status.nodeSelector: {HOSTNAME_KEY} is not set; the GPU has no node")
-    capacity = status.capacity
+    capacity = status.capacity or GPUCapacity()
+    tflops = capacity.tflops.milli() if capacity.tflops is not None else 0
+    vram = capacity.vram.ceil() if capacity.vram is not None else 0
+    for field_name, quantity in (("tflops", capacity.tflops), ("vram", capacity.vram)):
+        if quantity is not None and quantity.value < 0:
+            problems.append(
+                f"status.capacity.{field_name}: invalid value {quantity}: must not be negative; "
+                "read as 0 (the GPU is not schedulable)"
+            )
     peers = tuple(
         PeerLink(peer.peer_gpu_uuid, peer.tier, peer.bandwidth or 0)
         for peer in (status.topology.peers if status.topology is not None else ())
@@ -161,8 +179,8 @@ def gpu_state(gpu: GPU, keys: Keys = KEYS) -> GPUMapping:
         name=metadata.name or "",
         node=node,
         pool=labels.get(keys.gpupool, ""),
-        capacity_tflops=capacity.tflops.milli() if capacity and capacity.tflops else 0,
-        capacity_vram=capacity.vram.ceil() if capacity and capacity.vram else 0,
+        capacity_tflops=max(tflops, 0),
+        capacity_vram=max(vram, 0),
         phase=status.phase,
         used_by=status.used_by,
         vendor=status.vendor,

@@ -38,10 +38,11 @@ def native_gpu_pod_rejection(allocator: Allocator, node: str) -> str | None:
 
 
 def wants_progressive_taint(node: NodeState) -> bool:
-    """Whether any GPU of the node has committed available below capacity (TFLOPs or VRAM)."""
+    """Whether any GPU of the node, missing ones included (their allocations still hold), has
+    committed available below capacity (TFLOPs or VRAM)."""
     return any(
         g.available_tflops < g.capacity_tflops or g.available_vram < g.capacity_vram
-        for g in node.gpus
+        for g in (*node.gpus, *node.missing_gpus)
     )
 
 

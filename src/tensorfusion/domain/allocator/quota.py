@@ -121,26 +121,36 @@ def check_single(
     return None
 
 
-def check_total(quota: NamespaceQuota, charge: QuotaUsage) -> str | None:
-    """Namespace-wide caps: committed + assumed + this charge; None when they hold."""
+def check_total(
+    quota: NamespaceQuota, charge: QuotaUsage, growing_only: bool = False
+) -> str | None:
+    """Namespace-wide caps: committed + assumed + this charge; None when they hold.
+
+    `growing_only` checks only the components the charge raises (a resize that lowers usage
+    is never refused, even in a namespace already over a lowered cap).
+    """
     spec = quota.spec
     ns = spec.namespace
     used = QuotaUsage()
     used.add(quota.committed)
     used.add(quota.assumed)
     checks = (
-        ("total.requests.tflops", used.request_tflops + charge.request_tflops,
+        ("total.requests.tflops", used.request_tflops, charge.request_tflops,
          spec.total_requests.tflops, format_milli),
-        ("total.requests.vram", used.request_vram + charge.request_vram,
+        ("total.requests.vram", used.request_vram, charge.request_vram,
          spec.total_requests.vram, format_bytes),
-        ("total.limits.tflops", used.limit_tflops + charge.limit_tflops,
+        ("total.limits.tflops", used.limit_tflops, charge.limit_tflops,
          spec.total_limits.tflops, format_milli),
-        ("total.limits.vram", used.limit_vram + charge.limit_vram,
+        ("total.limits.vram", used.limit_vram, charge.limit_vram,
          spec.total_limits.vram, format_bytes),
     )  # fmt: skip
-    for resource, value, cap, fmt in checks:
-        if cap and value > cap:
-            return quota_message(ns, resource, fmt(value), fmt(cap))
+    for resource, before, added, cap, fmt in checks:
+        if growing_only and added <= 0:
+            continue
+        if cap and before + added > cap:
+            return quota_message(ns, resource, fmt(before + added), fmt(cap))
+    if growing_only and charge.workers <= 0:
+        return None
     if used.workers + charge.workers > spec.max_workers:
         return quota_message(
             ns, "total.maxWorkers", str(used.workers + charge.workers), str(spec.max_workers)

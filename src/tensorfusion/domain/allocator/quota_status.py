@@ -34,6 +34,7 @@ __all__ = [
     "available_percent",
     "choose_effective",
     "merge_conditions",
+    "quota_spec_notes",
     "quota_spec_problems",
     "quota_status",
     "read_quota",
@@ -108,6 +109,18 @@ def quota_spec_problems(spec: GPUResourceQuotaSpec) -> list[str]:
     return problems
 
 
+def quota_spec_notes(spec: GPUResourceQuotaSpec) -> list[str]:
+    """What of a valid spec is accepted but not enforced (said in the Ready condition)."""
+    notes = []
+    for side, resource in (("requests", spec.total.requests), ("limits", spec.total.limits)):
+        if resource is not None and resource.compute is not None and not resource.compute.is_zero():
+            notes.append(
+                f"spec.total.{side}.compute is not enforced: namespace totals are capped in "
+                "tflops and vram (a percent request is charged in TFLOPs of its GPUs)"
+            )
+    return notes
+
+
 def _limits_below_requests(
     where: str, requests: Resource | None, limits: Resource | None
 ) -> list[str]:
@@ -152,10 +165,14 @@ def choose_effective(
     return effective, superseded
 
 
-def available_percent(cap: int, used: int) -> str:
-    """`(cap − used) / cap` in percent with two decimals, floored at 0; "100" without a cap."""
+def available_percent(cap: int, used: int, zero_is_unlimited: bool = True) -> str:
+    """`(cap − used) / cap` in percent with two decimals, floored at 0; "100" without a cap.
+
+    `maxWorkers: 0` is enforced (no worker may be allocated), so it reads "0.00"
+    (`zero_is_unlimited=False`); a zero TFLOPs or VRAM cap is not enforced.
+    """
     if cap <= 0:
-        return "100"
+        return "100" if zero_is_unlimited else "0.00"
     value = (Decimal(cap - used) * _HUNDRED / Decimal(cap)).quantize(_CENT, ROUND_FLOOR)
     return str(max(value, Decimal("0.00")))
 
@@ -205,9 +222,10 @@ def quota_status(
             "requests.vram": available_percent(requests.vram, usage.request_vram),
             "limits.tflops": available_percent(limits.tflops, usage.limit_tflops),
             "limits.vram": available_percent(limits.vram, usage.limit_vram),
-            "workers": available_percent(total.max_workers, usage.workers),
+            "workers": available_percent(total.max_workers, usage.workers, False),
         })  # fmt: skip
-        ready = _condition(READY, True, REASON_ENFORCED, "the quota is enforced")
+        notes = "".join(f"; {note}" for note in quota_spec_notes(spec))
+        ready = _condition(READY, True, REASON_ENFORCED, f"the quota is enforced{notes}")
         alert = _alert_condition(percents, total.alert_threshold_percent)
     conditions.append(ready)
     if alert is not None:

@@ -52,6 +52,8 @@ class NodeState:
 
     name: str
     gpus: list[GPUState] = field(default_factory=list)
+    missing_gpus: list[GPUState] = field(default_factory=list)
+    """GPUs marked missing: out of totals and placement, their allocations still held."""
     committed_workers: set[str] = field(default_factory=set)
     assumed_workers: set[str] = field(default_factory=set)
     pending_indices: dict[int, str] = field(default_factory=dict)
@@ -101,10 +103,10 @@ class RestoreOutcome:
         if self.unknown_gpus:
             parts.append(f"unknown GPUs {', '.join(self.unknown_gpus)}")
         if self.elsewhere_gpus:
-            parts.append(f"GPUs on another node {', '.join(self.elsewhere_gpus)}")
+            parts.append(f"GPUs of another node {', '.join(self.elsewhere_gpus)} (kept charged)")
         record = self.record
         return (
             f"pod {record.request.key} on node {record.node}: gpu-ids names {'; '.join(parts)}; "
-            f"they are skipped, the pod keeps {len(record.gpus)} of {record.request.count} GPUs "
-            "and its full quota charge"
+            f"the pod holds {len(record.gpus)} of {record.request.count} GPUs and its full "
+            "quota charge"
         )

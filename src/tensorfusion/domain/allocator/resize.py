@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.gpu_accounting import make_record
 from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES
 from tensorfusion.domain.allocator.oversubscription import limits_over_virtual, virtual_capacity
-from tensorfusion.domain.allocator.quota import QuotaUsage, check_single, check_total
+from tensorfusion.domain.allocator.quota import QuotaSpec, QuotaUsage, check_single, check_total
 from tensorfusion.domain.allocator.records import AllocationRecord
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
@@ -55,8 +55,11 @@ def resize_allocation(
     problem = _limit_below_request(requests, limits)
     if problem is not None:
         return ResizeOutcome(False, f"{who}: {problem}")
+    gone = [name for name in record.gpus if name not in allocator.gpus]
+    if gone:
+        return ResizeOutcome(False, f"{who}: GPU {', '.join(gone)} no longer exists")
     request = dataclasses.replace(old, request=requests, limit=limits)
-    gpus = [allocator.gpus[name] for name in record.gpus if name in allocator.gpus]
+    gpus = [allocator.gpus[name] for name in record.gpus]
     fresh = make_record(request, record.node, gpus, record.since, None, record.state)
     for gpu, before, after in zip(gpus, record.charged, fresh.charged, strict=True):
         extra_tflops, extra_vram = after[0] - before[0], after[1] - before[1]
@@ -80,7 +83,9 @@ def resize_allocation(
     quota = allocator.quotas.get(old.namespace)
     if quota is not None:
         capacity = gpus[0].capacity_tflops if gpus else 0
-        problem = check_single(quota.spec, request, capacity) or check_total(quota, delta)
+        problem = _single_cap_problem(quota.spec, old, request, capacity) or check_total(
+            quota, delta, growing_only=True
+        )
         if problem is not None:
             return ResizeOutcome(False, problem, delta)
     problem = _virtual_capacity_problem(allocator, record, fresh)
@@ -89,6 +94,28 @@ def resize_allocation(
     if dry_run:
         return ResizeOutcome(True, None, delta, fresh)
     return ResizeOutcome(True, None, delta, allocator.replace_request(uid, request), True)
+
+
+def _single_cap_problem(
+    spec: QuotaSpec, old: AllocationRequest, new: AllocationRequest, capacity: int
+) -> str | None:
+    """The per-pod caps, for the values the resize raises only."""
+    grown = dataclasses.replace(
+        new,
+        request=_grown(old.request, new.request, capacity),
+        limit=_grown(old.limit, new.limit, capacity),
+    )
+    return check_single(spec, grown, capacity)
+
+
+def _grown(old: ResourceAmount, new: ResourceAmount, capacity: int) -> ResourceAmount:
+    """`new` with every component that does not grow set to zero (zero is never capped)."""
+    tflops_grows = new.tflops_on(capacity) > old.tflops_on(capacity)
+    return ResourceAmount(
+        tflops_milli=new.tflops_milli if tflops_grows else 0,
+        percent_milli=new.percent_milli if tflops_grows else 0,
+        vram_bytes=new.vram_bytes if new.vram_bytes > old.vram_bytes else 0,
+    )
 
 
 def _limit_below_request(requests: ResourceAmount, limits: ResourceAmount) -> str | None:
@@ -111,6 +138,9 @@ def _virtual_capacity_problem(
         return None
     total_tflops, total_vram = node.total_capacity()
     virtual = virtual_capacity(total_tflops, total_vram, node.ram_bytes, node.disk_bytes, settings)
-    tflops = node.limit_tflops - record.effective_limit[0] + fresh.effective_limit[0]
-    vram = node.limit_vram - record.effective_limit[1] + fresh.effective_limit[1]
+    extra_tflops = fresh.effective_limit[0] - record.effective_limit[0]
+    extra_vram = fresh.effective_limit[1] - record.effective_limit[1]
+    # Only what grows is checked: shrinking a node already over its virtual capacity is fine.
+    tflops = node.limit_tflops + extra_tflops if extra_tflops > 0 else 0
+    vram = node.limit_vram + extra_vram if extra_vram > 0 else 0
     return limits_over_virtual(tflops, vram, virtual)

@@ -306,6 +306,7 @@ def _copy_node(state: NodeState, gpus: dict[str, GPUState]) -> NodeState:
     return replace(
         state,
         gpus=[gpus[gpu.name] for gpu in state.gpus],
+        missing_gpus=[gpus[gpu.name] for gpu in state.missing_gpus],
         committed_workers=set(state.committed_workers),
         assumed_workers=set(state.assumed_workers),
         pending_indices=dict(state.pending_indices),

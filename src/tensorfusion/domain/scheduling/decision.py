@@ -200,6 +200,8 @@ def decide_indexed(
     wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
     rejections: dict[str, str] = {}
     rejection, fit_of = native.rejection, native.fit
+    if allowed is not None and not isinstance(allowed, set | frozenset | dict):
+        allowed = frozenset(allowed)  # membership is tested per node
     if reasons and allowed is not None:
         members = index.members(pool)
         for name in allowed:
@@ -213,7 +215,7 @@ def decide_indexed(
     # for most nodes, else made exact once the candidate reaches the top. A candidate is
     # chosen once its key is exact and no unopened bucket can beat it.
     heap: list[tuple[int, int, str, bool, int]] = []
-    buckets = index.ordered(pool, count, need_vram)
+    buckets = index.ordered(pool, count, need_vram, every_bucket=reasons)
     upcoming = next(buckets, None)
     exact = index.exact_nodes(pool)
     while True:

@@ -3,7 +3,7 @@
 The Go types carry no json tags, so the wire keys are the Go field names. Requests are read the
 way Go's encoding/json reads them into those types: a key matches a field name
 case-insensitively (`nodenames`, `NODENAMES`), unknown keys are ignored. When several keys
-match one field, the exact-case key wins, else the last one in the document. The Pod and Node
+match one field, the last one in the document wins. The Pod and Node
 objects inside are Kubernetes JSON and are read with their exact keys. Responses are written
 with the exact field names, ready for orjson.
 """

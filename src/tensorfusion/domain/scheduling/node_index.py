@@ -157,7 +157,7 @@ class NodeScoreIndex:
         """Re-bucket the nodes the allocator changed since the last call."""
         allocator = self.allocator
         if self._cursor is None:
-            self._cursor = allocator.changes(f"{_CONSUMER}-{id(self):x}")
+            self._cursor = allocator.changes(_CONSUMER, unique=True)
         cursor = self._cursor
         for pool, buckets in list(self._pools.items()):
             mode = allocator.pool(pool).placement_mode
@@ -171,9 +171,15 @@ class NodeScoreIndex:
         for name in cursor.take_nodes():
             self._refresh(name)
 
-    def ordered(self, pool: str, count: int, vram: int) -> Iterator[tuple[int, list[str]]]:
+    def ordered(
+        self, pool: str, count: int, vram: int, every_bucket: bool = False
+    ) -> Iterator[tuple[int, list[str]]]:
         """(bound, names) from the highest bound down: per bucket, the nodes that have `count`
-        GPUs of the pool with at least `vram` bytes free each (a necessary condition)."""
+        GPUs of the pool with at least `vram` bytes free each (a necessary condition).
+
+        `every_bucket` also yields the non-empty buckets where no node qualifies (with no
+        names), so a caller can name their nodes' reason.
+        """
         buckets = self._pools.get(pool)
         if buckets is None:
             return
@@ -181,7 +187,7 @@ class NodeScoreIndex:
             bucket = buckets.buckets[bound]
             if bucket.size:
                 holding = bucket.holding(count, vram)
-                if holding:
+                if holding or every_bucket:
                     yield bound, [name for _, name in holding]
 
     def members(self, pool: str) -> Container[str]:

@@ -80,6 +80,7 @@ class NativeCluster:
     bound: dict[str, str] = field(default_factory=dict)
     outcomes: dict[str, dict[int, tuple[tuple[str, str] | None, int]]] = field(default_factory=dict)
     _tokens: dict[int, tuple[PodRequirements, int]] = field(default_factory=dict)
+    _next_token: int = 0
     _names: list[str] | None = None
     _fullest: dict[str, list[tuple[float, int, str]]] = field(default_factory=dict)
     _version: dict[str, int] = field(default_factory=dict)
@@ -128,16 +129,24 @@ class NativeCluster:
         return requirements
 
     def forget_pod(self, uid: str) -> None:
-        """Unbind the pod if bound and drop its compiled form."""
+        """Unbind the pod if bound and drop its compiled form and cached outcomes."""
         self.unbind(uid)
-        self.pods.pop(uid, None)
+        requirements = self.pods.pop(uid, None)
+        if requirements is None:
+            return
+        known = self._tokens.get(id(requirements))
+        if known is not None and known[0] is requirements:
+            del self._tokens[id(requirements)]
+            for memo in self.outcomes.values():
+                memo.pop(known[1], None)
 
     def view(self, uid: str) -> PodNativeView:
         """The native view of a compiled pod."""
         requirements = self.pods[uid]
         known = self._tokens.get(id(requirements))
         if known is None or known[0] is not requirements:
-            known = (requirements, len(self._tokens) + 1)
+            self._next_token += 1
+            known = (requirements, self._next_token)
             self._tokens[id(requirements)] = known
         return PodNativeView(self, requirements, known[1])
 
