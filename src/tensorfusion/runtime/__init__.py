@@ -1,0 +1,1 @@
+"""Runtime layer: informer caches, the work queue, Lease election and task supervision."""
