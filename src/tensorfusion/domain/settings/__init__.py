@@ -1,0 +1,1 @@
+"""Process settings read from command lines and environments (pure parsing and validation)."""

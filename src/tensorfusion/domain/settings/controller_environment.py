@@ -1,0 +1,117 @@
+"""The controller's environment as the chart sets it (deployment.md §3.1, §3.3).
+
+The caller passes the process environment as a mapping; nothing here reads it. A bad value is
+one `EnvironmentError_` naming the variable, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from tensorfusion.domain.vocabulary import IsolationPolicy
+
+__all__ = ["ControllerEnvironment", "EnvironmentValueError", "TsdbEnvironment"]
+
+DEFAULT_GPU_NODE_SELECTOR: Final = "nvidia.com/gpu.present=true"
+DEFAULT_NAMESPACE: Final = "tensor-fusion-sys"
+DEFAULT_RELEASE: Final = "tensor-fusion"
+
+
+class EnvironmentValueError(ValueError):
+    """An environment variable the controller cannot start with."""
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise EnvironmentValueError(f'{name}: invalid value "{value}": must be true or false')
+
+
+def _port(env: Mapping[str, str], name: str, default: int) -> int:
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    if not value.strip().isdigit() or not 1 <= int(value) <= 65535:
+        raise EnvironmentValueError(f'{name}: invalid value "{value}": must be a port 1..65535')
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class TsdbEnvironment:
+    """`TSDB_*`: where GreptimeDB is; no host means the embedded store."""
+
+    mysql_host: str = ""
+    mysql_port: int = 4002
+    http_port: int = 4000
+    database: str = "public"
+    is_cloud: bool = False
+    user: str = ""
+    password: str = ""
+
+    @property
+    def greptime(self) -> bool:
+        """Whether GreptimeDB is configured (else the embedded DuckDB store)."""
+        return bool(self.mysql_host)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerEnvironment:
+    """The variables the chart gives the controller, with their defaults out of a pod."""
+
+    release_fullname: str = DEFAULT_RELEASE
+    pod_name: str = ""
+    pod_ip: str = ""
+    namespace: str = DEFAULT_NAMESPACE
+    isolation_policy: IsolationPolicy = IsolationPolicy.STATIC
+    gpu_node_selector: str = DEFAULT_GPU_NODE_SELECTOR
+    progressive_migration: bool = False
+    enable_webhooks: bool = True
+    enable_scheduler: bool = True
+    enable_cr_controller: bool = True
+    tsdb: TsdbEnvironment = TsdbEnvironment()
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, str]) -> ControllerEnvironment:
+        """Read the controller's variables from an environment mapping."""
+        policy_text = env.get("TF_ISOLATION_MODE_POLICY", "").strip()
+        policy = IsolationPolicy.STATIC
+        if policy_text:
+            by_lower = {p.value.lower(): p for p in IsolationPolicy}
+            found = by_lower.get(policy_text.lower())
+            if found is None:
+                raise EnvironmentValueError(
+                    f'TF_ISOLATION_MODE_POLICY: invalid value "{policy_text}": must be static '
+                    "or dynamic"
+                )
+            policy = found
+        tsdb = TsdbEnvironment(
+            mysql_host=env.get("TSDB_MYSQL_HOST", "").strip(),
+            mysql_port=_port(env, "TSDB_MYSQL_PORT", 4002),
+            http_port=_port(env, "TSDB_HTTP_PORT", 4000),
+            database=env.get("TSDB_MYSQL_DATABASE", "").strip() or "public",
+            is_cloud=_bool(env, "TSDB_IS_CLOUD", False),
+            user=env.get("TSDB_MYSQL_USER", ""),
+            password=env.get("TSDB_MYSQL_PASSWORD", ""),
+        )
+        return cls(
+            release_fullname=env.get("TF_RELEASE_FULLNAME", "").strip() or DEFAULT_RELEASE,
+            pod_name=env.get("POD_NAME", "").strip(),
+            pod_ip=env.get("POD_IP", "").strip(),
+            namespace=env.get("OPERATOR_NAMESPACE", "").strip() or DEFAULT_NAMESPACE,
+            isolation_policy=policy,
+            gpu_node_selector=env.get("INITIAL_GPU_NODE_LABEL_SELECTOR", "").strip()
+            or DEFAULT_GPU_NODE_SELECTOR,
+            progressive_migration=_bool(env, "NVIDIA_OPERATOR_PROGRESSIVE_MIGRATION", False),
+            enable_webhooks=_bool(env, "ENABLE_WEBHOOKS", True),
+            enable_scheduler=_bool(env, "ENABLE_SCHEDULER", True),
+            enable_cr_controller=_bool(env, "ENABLE_CR_CONTROLLER", True),
+            tsdb=tsdb,
+        )
