@@ -1,0 +1,37 @@
+"""The lightkube client of a process: in-cluster, or from a kubeconfig file out of cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from lightkube import AsyncClient, KubeConfig
+from lightkube.core.exceptions import ConfigError
+
+__all__ = ["FIELD_MANAGER", "KubeClientError", "make_client"]
+
+FIELD_MANAGER = "tensor-fusion"
+DEFAULT_TIMEOUT_S = 30.0
+
+
+class KubeClientError(RuntimeError):
+    """No usable cluster configuration: names where it looked and what to pass."""
+
+
+def make_client(kubeconfig: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> AsyncClient:
+    """A client from `kubeconfig`, else the pod's ServiceAccount, else `~/.kube/config`."""
+    try:
+        if kubeconfig is not None:
+            if not Path(kubeconfig).is_file():
+                raise KubeClientError(f"--kubeconfig: {kubeconfig}: no such file")
+            config = KubeConfig.from_file(kubeconfig)
+        else:
+            config = KubeConfig.from_env()
+    except ConfigError as error:
+        raise KubeClientError(
+            f"no cluster configuration: {error}; run in a pod with a ServiceAccount or pass "
+            "--kubeconfig FILE"
+        ) from None
+    return AsyncClient(
+        config, timeout=httpx.Timeout(timeout_s), field_manager=FIELD_MANAGER, lazy=True
+    )
