@@ -222,14 +222,21 @@ class Allocator:
         return record
 
     def restore(
-        self, request: AllocationRequest, node_name: str, gpu_names: Iterable[str], now: float
+        self,
+        request: AllocationRequest,
+        node_name: str,
+        gpu_names: Iterable[str],
+        now: float,
+        *,
+        pending: bool = True,
     ) -> RestoreOutcome:
         """Rebuild a committed record from a bound pod's `gpu-ids` on node `node_name`.
 
         Unknown GPUs are skipped; GPUs known on another node stay charged where they are (as
         a GPU that moves while held does). Both are reported. The pod counts as a worker of
         its node and is charged its full quota (request × count), so quota usage is never
-        lost to an inconsistent annotation.
+        lost to an inconsistent annotation. `pending`: the pod has not left Pending, so its
+        index still blocks others on the node (`PodIndexBusy`).
         """
         wanted = tuple(dict.fromkeys(gpu_names))
         unknown = tuple(n for n in wanted if n not in self.gpus)
@@ -241,6 +248,7 @@ class Allocator:
             request, node_name, [self.gpus[n] for n in names], now, None,
             RecordState.COMMITTED, fallback_capacity=fallback,
         )  # fmt: skip
+        record.pending = pending
         self._apply(record, sign=1)
         return RestoreOutcome(record, unknown, elsewhere)
 
