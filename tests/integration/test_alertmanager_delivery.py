@@ -205,3 +205,35 @@ async def test_firing_state_survives_an_evaluator_restart(
 def _ms(rfc3339: str) -> int:
     """Milliseconds of an RFC 3339 time as Alertmanager prints it."""
     return int(datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+async def test_an_unencodable_notice_never_blocks_the_others(
+    alertmanager: Alertmanager, receiver: WebhookReceiver
+) -> None:
+    """Regression: a lone surrogate in one notice ended the sender; nothing was sent again."""
+    now_ms = int(time.time() * 1000)
+
+    def notice(instance: str, summary: str) -> AlertNotice:
+        labels = {"alertname": "Surrogate", "severity": "P2", "instance": instance}
+        annotations = {"summary": summary}
+        return AlertNotice("S", instance, labels, annotations, now_ms, now_ms + 3_600_000, False)
+
+    client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff_factory=_fast_backoff)
+    await client.start()
+    try:
+        client.submit([notice("bad", "bad \ud800 text")])
+        client.submit([notice("first", "ok")])
+        await eventually(lambda: receiver.alerts("firing") != [], 20, "the first good alert")
+        client.submit([notice("second", "ok")])
+        await eventually(
+            lambda: (
+                {a["labels"]["instance"] for a in receiver.alerts("firing")} == {"first", "second"}
+            ),
+            20,
+            "the second good alert",
+        )
+        status = client.status()[0]
+        assert (status["unencodable"], status["delivered"], status["queued"]) == (1, 2, 0)
+        assert status["senderRunning"] and status["senderErrors"] == 0
+    finally:
+        await client.stop()

@@ -294,3 +294,38 @@ def test_selector_errors_name_the_field_and_value(selector: Any, message: str) -
     with pytest.raises(SelectorError) as caught:
         parse_selector(selector, "podSelector")
     assert message in str(caught.value)
+
+
+def test_a_non_boolean_enable_is_reported_to_native_gpu_pods(run: Run) -> None:
+    config = {"enable": "true", "scope": {"includes": RULE_NS}}
+    message = 'autoMigration.enable: invalid value "true": must be true or false'
+    assert selects(config, "team-a") == (False, (RULE_ERROR + message,))
+    pod = make_pod(enabled=None, containers=NATIVE, namespace="team-a")
+    decision = run(pod, auto_migration=config)
+    assert decision.outcome is Outcome.UNTOUCHED
+    assert decision.warnings == (RULE_ERROR + message,)
+    # Pods without native GPUs, and pods labelled "false", are not candidates: no warning.
+    assert not run(make_pod(enabled=None), auto_migration=config).warnings
+    labelled = make_pod(enabled=False, containers=NATIVE, namespace="team-a")
+    assert not run(labelled, auto_migration=config).warnings
+
+
+@pytest.mark.parametrize(
+    ("scope", "where", "value"),
+    [
+        ({"includes": [{}]}, "includes[0]", "{}"),
+        ({"includes": {"namespaceNames": []}}, "includes", '{"namespaceNames":[]}'),
+        (
+            {"excludes": [RULE_NS, {"namespaceNames": None, "podSelector": None}]},
+            "excludes[1]",
+            '{"namespaceNames":null,"podSelector":null}',
+        ),
+    ],
+)
+def test_an_empty_rule_is_a_rule_error(scope: dict[str, Any], where: str, value: str) -> None:
+    message = (
+        f"autoMigration.scope.{where}: invalid value {value}: an empty rule matches no pod; "
+        "give namespaceNames (not empty), namespaceSelector or podSelector"
+    )
+    assert read_auto_migration(enabled(scope)).error == message
+    assert selects(enabled(scope), "team-a") == (False, (RULE_ERROR + message,))

@@ -9,16 +9,16 @@ import pytest
 from tensorfusion.domain.admission import (
     AdmissionDecision,
     AdmissionFacts,
+    InvalidObject,
     admit,
-    invalid_object_error,
     load_facts,
+    read_object,
 )
 from tensorfusion.domain.admission.profile import read_profile
 from tensorfusion.domain.model import (
     GPU,
     GPUPool,
     GPUResourceQuota,
-    ModelError,
     ObjectMeta,
     WorkloadProfile,
     load_as,
@@ -70,24 +70,113 @@ def test_facts_built_from_models_directly() -> None:
 
 def test_a_pool_that_does_not_load_names_the_object_and_field() -> None:
     pool = make_pool(spec={"defaultUsingLocalGPU": "sometimes", "qosConfig": {"defaultQoS": "x"}})
-    with pytest.raises(ModelError) as caught:
-        make_facts(pools={DEFAULT_POOL: pool})
-    error = invalid_object_error(caught.value)
-    assert error.code == 400
-    assert error.message == (
-        f'GPUPool "{DEFAULT_POOL}": spec.defaultUsingLocalGPU: invalid value "sometimes": '
+    facts = make_facts(pools={DEFAULT_POOL: pool})
+    assert facts.pools == {}
+    decision = admit(make_pod(resources_ok(qos="ultra")), facts)
+    assert decision.code == 400
+    # Ranked as `gpupool`, before the `qos` annotation (admission.md §2, §5).
+    assert decision.message == (
+        f'GPUPool "{DEFAULT_POOL}" spec.defaultUsingLocalGPU: invalid value "sometimes": '
         f"must be a boolean (true or false); "
-        f'GPUPool "{DEFAULT_POOL}": spec.qosConfig.defaultQoS: invalid value "x": '
-        "must be one of 'low', 'medium', 'high' or 'critical'"
+        f'GPUPool "{DEFAULT_POOL}" spec.qosConfig.defaultQoS: invalid value "x": '
+        "must be one of 'low', 'medium', 'high' or 'critical'; "
+        f'{P}qos: invalid value "ultra": must be one of low, medium, high, critical'
     )
 
 
-def test_a_quota_or_gpu_of_another_kind_does_not_load() -> None:
-    with pytest.raises(ModelError, match='kind: invalid value "GPUPool": must be "GPU"'):
-        make_facts(gpus=[make_pool()])
-    bad_quota = make_quota({"maxRequests": {"compute": "150"}})
-    with pytest.raises(ModelError, match=r"spec\.single\.maxRequests\.compute: invalid value"):
-        make_facts(quota=bad_quota)
+def test_an_invalid_pool_that_is_not_chosen_is_ignored() -> None:
+    bad = make_pool("pool-bad", default=False, spec={"qosConfig": {"defaultQoS": "x"}})
+    facts = make_facts(pools={DEFAULT_POOL: make_pool(), "pool-bad": bad})
+    decision = admit(make_pod(resources_ok()), facts)
+    assert decision.allowed, decision.message
+    assert not decision.warnings
+    named = admit(make_pod(resources_ok(gpupool="pool-bad")), facts)
+    assert named.code == 400 and named.message.startswith('GPUPool "pool-bad" spec.qosConfig')
+
+
+def test_an_invalid_default_pool_is_still_the_default_candidate() -> None:
+    bad = make_pool("a-pool", spec={"qosConfig": {"defaultQoS": "x"}})
+    facts = make_facts(pools={DEFAULT_POOL: make_pool(), "a-pool": bad})
+    decision = admit(make_pod(resources_ok()), facts)
+    assert decision.code == 400
+    assert decision.message.startswith('GPUPool "a-pool" spec.qosConfig.defaultQoS')
+    assert decision.warnings == (
+        f"several default GPU pools (a-pool, {DEFAULT_POOL}); using a-pool; "
+        f"set {P}gpupool to choose",
+    )
+
+
+@pytest.mark.parametrize(
+    ("single", "field"),
+    [
+        (
+            {"maxRequests": {"compute": "150"}, "maxGPUCount": 1},
+            'maxRequests.compute: invalid value "150"',
+        ),
+        (
+            {"maxRequests": {"vram": "-1Gi"}, "maxGPUCount": 1},
+            'maxRequests.vram: invalid value "-1Gi"',
+        ),
+    ],
+)
+def test_an_invalid_quota_is_not_enforced_with_a_warning(
+    single: dict[str, object], field: str
+) -> None:
+    pod = make_pod(resources_ok(**{"gpu-count": "2"}))
+    facts = make_facts(quota=make_quota(single))
+    assert facts.quota is None
+    decision = admit(pod, facts)
+    assert decision.allowed, decision.message
+    assert decision.warnings == (
+        f'namespace quota not enforced: GPUResourceQuota "q" spec.single.{field}: '
+        + ("must be between 0 and 100" if "compute" in field else "must be at least 0"),
+    )
+    # The same quota without the bad field is enforced (maxGPUCount 1).
+    enforced = admit(pod, make_facts(quota=make_quota({"maxGPUCount": 1})))
+    assert enforced.code == 403 and not enforced.warnings
+
+
+def test_an_invalid_total_quota_is_not_enforced_either() -> None:
+    quota = make_quota({"maxGPUCount": 1})
+    quota["spec"]["total"] = {"requests": {"vram": "-1Gi"}}
+    decision = admit(make_pod(resources_ok(**{"gpu-count": "2"})), make_facts(quota=quota))
+    assert decision.allowed
+    assert decision.warnings == (
+        'namespace quota not enforced: GPUResourceQuota "q" spec.total.requests.vram: '
+        'invalid value "-1Gi": must be at least 0',
+    )
+
+
+def test_an_invalid_gpu_is_skipped_with_a_warning_only_when_it_matters() -> None:
+    bad = make_gpu("A100", "lots", "80Gi", name="gpu-bad")
+    other = make_gpu("H100", "lots", "80Gi", name="gpu-other")
+    facts = make_facts(gpus=[make_gpu("A100", "312", "40Gi"), bad, other, make_pool()])
+    assert len(facts.gpus) == 1
+    assert [(item.kind, item.name) for item in facts.invalid_objects] == [
+        ("GPU", "gpu-bad"),
+        ("GPU", "gpu-other"),
+        ("GPU", DEFAULT_POOL),
+    ]
+    decision = admit(make_pod({"dedicated-gpu": "true", "gpu-model": "A100"}), facts)
+    assert decision.allowed, decision.message
+    assert decision.warnings == (
+        f'{P}dedicated-gpu: GPU object left out of the capacity of model "A100": '
+        'GPU "gpu-bad" status.capacity.tflops: invalid value "lots": '
+        'must be a Kubernetes quantity such as "16Gi", "100" or "500m"',
+        f'{P}dedicated-gpu: GPU object left out of the capacity of model "A100": '
+        f'GPU "{DEFAULT_POOL}" kind: invalid value "GPUPool": must be "GPU"',
+    )
+    assert not admit(make_pod(resources_ok()), facts).warnings
+
+
+def test_read_object_never_raises() -> None:
+    bad = read_object(GPUResourceQuota, make_quota({"maxRequests": {"compute": "150"}}))
+    assert isinstance(bad, InvalidObject) and bad.kind == "GPUResourceQuota"
+    assert bad.details == (
+        'GPUResourceQuota "q" spec.single.maxRequests.compute: invalid value "150": '
+        "must be between 0 and 100"
+    )
+    assert isinstance(read_object(GPUPool, make_pool()), GPUPool)
 
 
 def test_profile_fields_not_written_read_as_unset() -> None:
@@ -145,3 +234,62 @@ def test_profile_autoscaling_is_switched_off_by_the_annotation() -> None:
         "autoSetResources": {"enable": False, "targetResource": "all"}
     }
     assert not decision.warnings
+
+
+# --- profiles read by admission's own rules (admission.md §2, §9.3) ------------------------
+
+
+def test_a_bad_profile_and_a_bad_annotation_are_reported_together(run: Run) -> None:
+    pod = make_pod(resources_ok(**{"workload-profile": "small", "qos": "zzz"}))
+    decision = run(pod, profile=make_profile({"qos": "ultra"}))
+    assert decision.code == 400
+    assert decision.message == (
+        'WorkloadProfile "small" spec.qos: invalid value "ultra": '
+        "must be one of 'low', 'medium', 'high' or 'critical'; "
+        f'{P}qos: invalid value "zzz": must be one of low, medium, high, critical'
+    )
+
+
+def test_profile_gpu_count_is_checked_on_the_final_count(run: Run) -> None:
+    base = make_profile({"gpuCount": 0})
+    pod = make_pod(resources_ok(**{"workload-profile": "small", "gpu-count": "2"}))
+    decision = run(pod, profile=base)
+    assert decision.allowed, decision.message
+    assert (decision.mutated_pod or {})["metadata"]["annotations"][P + "gpu-count"] == "2"
+    for count in (0, 200):
+        alone = run(
+            make_pod(resources_ok(**{"workload-profile": "small"})),
+            profile=make_profile({"gpuCount": count}),
+        )
+        assert alone.code == 400
+        assert alone.message == (
+            f'WorkloadProfile "small" spec.gpuCount: invalid value "{count}": '
+            "must be an integer between 1 and 128"
+        )
+
+
+def test_profile_gpu_indices_may_repeat_as_the_crd_allows(run: Run) -> None:
+    pod = make_pod(resources_ok(**{"workload-profile": "small"}))
+    decision = run(pod, profile=make_profile({"gpuIndices": [1, 1]}))
+    assert decision.allowed, decision.message
+    annotations = (decision.mutated_pod or {})["metadata"]["annotations"]
+    assert (annotations[P + "gpu-indices"], annotations[P + "gpu-count"]) == ("1,1", "2")
+    bad = run(pod, profile=make_profile({"gpuIndices": [1, -1]}))
+    assert bad.message == (
+        'WorkloadProfile "small" spec.gpuIndices: invalid value [1,-1]: '
+        "must be a list of integers >= 0"
+    )
+
+
+def test_profile_null_fields_read_as_absent_and_booleans_are_strict(run: Run) -> None:
+    pod = make_pod(resources_ok(**{"workload-profile": "small"}))
+    decision = run(pod, profile=make_profile({"isolation": None, "resources": {"limits": None}}))
+    assert decision.allowed, decision.message
+    assert (decision.mutated_pod or {})["metadata"]["annotations"][P + "isolation"] == "soft"
+    bad = run(pod, profile=make_profile({"isLocalGPU": "true", "sidecarWorker": 1}))
+    assert bad.message == (
+        'WorkloadProfile "small" spec.isLocalGPU: invalid value "true": '
+        "must be a boolean (true or false); "
+        'WorkloadProfile "small" spec.sidecarWorker: invalid value "1": '
+        "must be a boolean (true or false)"
+    )

@@ -14,7 +14,6 @@ from tensorfusion.domain.admission import (
     Outcome,
     admit,
     facts_needed,
-    invalid_object_error,
     owner_key,
     read_auto_migration,
 )
@@ -32,7 +31,7 @@ from tensorfusion.domain.admission.replica_gate import (
     read_count,
 )
 from tensorfusion.domain.annotations import KEYS, build_keys
-from tensorfusion.domain.model import GPUPool, ModelError, load_as
+from tensorfusion.domain.model import GPUPool, load_as
 
 from .admission_builders import (
     DEFAULT_POOL,
@@ -220,12 +219,12 @@ def test_annotation_compute_kind_clears_the_profile_kind_on_that_side(run: Run) 
     assert got[P + "compute-percent-request"] == "50"
 
 
-def test_profile_compute_conflict_is_an_invalid_profile() -> None:
+def test_profile_compute_conflict_is_an_invalid_profile(run: Run) -> None:
     base = profile({"resources": {"limits": {"tflops": "10", "compute": "50"}}})
-    with pytest.raises(ModelError) as caught:
-        make_facts(profile=base)
-    assert str(caught.value) == (
-        'WorkloadProfile "default/small": spec.resources.limits: invalid value '
+    decision = run(make_pod({"workload-profile": "small"}), profile=base)
+    assert decision.code == 400
+    assert decision.message == (
+        'WorkloadProfile "small" spec.resources.limits: invalid value '
         '{"compute":"50","tflops":"10"}: tflops and compute are mutually exclusive; set only one'
     )
 
@@ -238,20 +237,17 @@ def test_missing_profile_is_denied(run: Run) -> None:
     )
 
 
-def test_profile_with_bad_values_names_the_profile_field() -> None:
-    base = profile({"resources": {"limits": {"vram": "lots"}}, "gpuCount": 0, "qos": "x"})
-    with pytest.raises(ModelError) as caught:
-        make_facts(profile=base)
-    denial = AdmissionDecision.deny(invalid_object_error(caught.value))
-    assert denial.code == 400 and denial.reason == "BadRequest"
-    assert denial.message == "; ".join(
+def test_profile_with_bad_values_names_the_profile_field(run: Run) -> None:
+    base = profile({"resources": {"limits": {"vram": "lots"}}, "gpuCount": "two", "qos": "x"})
+    decision = run(make_pod({"workload-profile": "small"}), profile=base)
+    assert decision.code == 400 and decision.reason == "BadRequest"
+    assert decision.message == "; ".join(
         [
-            'WorkloadProfile "default/small": spec.resources.limits.vram: invalid value "lots": '
+            'WorkloadProfile "small" spec.resources.limits.vram: invalid value "lots": '
             'must be a Kubernetes quantity such as "16Gi", "100" or "500m"',
-            'WorkloadProfile "default/small": spec.qos: invalid value "x": '
+            'WorkloadProfile "small" spec.qos: invalid value "x": '
             "must be one of 'low', 'medium', 'high' or 'critical'",
-            'WorkloadProfile "default/small": spec.gpuCount: invalid value 0: '
-            "must be between 1 and 128",
+            'WorkloadProfile "small" spec.gpuCount: invalid value "two": must be an integer',
         ]
     )
 

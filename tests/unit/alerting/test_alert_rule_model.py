@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from tensorfusion.domain.alerting.conditions import Dialect, simulated_conditions, wall_conditions
 from tensorfusion.domain.alerting.durations import DurationError, parse_rule_interval
+from tensorfusion.domain.alerting.read_query import (
+    RUST_WHITESPACE,
+    ReadQueryError,
+    check_read_query,
+)
 from tensorfusion.domain.alerting.rules import load_rules
 
 
@@ -75,6 +81,27 @@ def test_a_bad_rule_is_rejected_alone(overrides: dict[str, Any], message: str) -
     assert len(rules.problems) == 1
     assert message in str(rules.problems[0])
     assert str(rules.problems[0]).startswith("alert rule #2")
+
+
+@pytest.mark.parametrize(
+    "field", ["name", "query", "severity", "summary", "description", "alertTargetInstance"]
+)
+def test_text_that_utf8_cannot_encode_is_rejected_naming_rule_field_and_character(
+    field: str,
+) -> None:
+    # PyYAML reads "\ud800" in a double-quoted scalar as a lone surrogate; JSON cannot carry it.
+    bad = yaml.safe_load(f'{field}: "SELECT 1 AS x \\ud800 -- x"')[field]
+    rules = load_rules([_rule(name="Good"), {**_rule(name="Bad"), field: bad}])
+    assert [rule.name for rule in rules.rules] == ["Good"]
+    label = (
+        "alert rule #2 (SELECT 1 AS x \\ud800 -- x)" if field == "name" else "alert rule #2 (Bad)"
+    )
+    assert str(rules.problems[0]) == (
+        f"{label}: field {field}: character U+D800 at position 15 cannot be "
+        "encoded as UTF-8 (a lone surrogate, e.g. from a YAML \\u escape); only valid Unicode "
+        "text is allowed"
+    )
+    assert rules.problems[0].name.encode("utf-8")  # printable in status output
 
 
 def test_duplicate_names_keep_the_first() -> None:
@@ -163,3 +190,27 @@ def test_a_query_must_be_exactly_one_select_statement(query: str, message: str) 
     assert [rule.name for rule in rules.rules] == ["Good"]
     assert str(rules.problems[0]).startswith("alert rule #2 (Evil): field query ")
     assert message in str(rules.problems[0])
+
+
+def test_rust_whitespace_is_the_unicode_white_space_set() -> None:
+    # Rust's char::is_whitespace (GreptimeDB's sqlparser decides `--` comments with it);
+    # Python's isspace also takes U+001C-U+001F.
+    expected = {*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B)}
+    expected |= {0x2028, 0x2029, 0x202F, 0x205F, 0x3000}
+    assert {ord(char) for char in RUST_WHITESPACE} == expected
+    python = {code for code in range(0x110000) if chr(code).isspace()}
+    assert python - expected == {0x1C, 0x1D, 0x1E, 0x1F}
+
+
+@pytest.mark.parametrize("separator", ["\x1c", "\x1d", "\x1e", "\x1f"])
+def test_dash_dash_before_a_python_only_space_is_not_a_comment_for_greptime(
+    separator: str,
+) -> None:
+    # sqlparser (MySQL dialect) reads `--\x1c` as two minus signs, so the `;` separates.
+    with pytest.raises(ReadQueryError, match=r"holds 2 statements .*dash needs space"):
+        check_read_query(f"SELECT 1 --{separator}; DELETE FROM tf_gpu_usage")
+
+
+@pytest.mark.parametrize("separator", ["\t", "\x0b", "\x85", "\u3000"])
+def test_dash_dash_before_rust_whitespace_is_a_comment_in_every_reading(separator: str) -> None:
+    check_read_query(f"SELECT 1 --{separator}; DELETE FROM tf_gpu_usage")

@@ -1,13 +1,16 @@
 """Alertmanager v2 client (alerting.md §6): every notice goes to every target, retried with backoff.
 
 Each target has its own bounded outbox and sender task, so a slow or stopped replica never
-delays the others. Notices are never lost silently: drops are logged and counted.
+delays the others. Notices are never lost silently: drops are logged and counted. A notice
+that cannot be encoded as JSON is dropped alone (counted); an unexpected error in a sender is
+logged, counted and retried with backoff, and a sender that ends anyway is reported.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -47,6 +50,18 @@ class DeliveryMetrics:
             ["target"],
             registry=registry,
         )
+        self.unencodable = Counter(
+            "tf_alert_notices_unencodable",
+            "Notices dropped because they cannot be encoded as JSON (also counted as dropped)",
+            ["target"],
+            registry=registry,
+        )
+        self.sender_errors = Counter(
+            "tf_alert_sender_errors",
+            "Unexpected errors in an Alertmanager sender (it backs off and keeps running)",
+            ["target"],
+            registry=registry,
+        )
 
 
 @dataclass(slots=True)
@@ -60,6 +75,9 @@ class TargetStatus:
     consecutive_failures: int = 0
     last_error: str = ""
     last_success_ms: int | None = None
+    unencodable: int = 0
+    sender_errors: int = 0
+    sender_running: bool = False
     posted_batches: list[int] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -69,7 +87,10 @@ class TargetStatus:
             "queued": self.queued,
             "delivered": self.delivered,
             "dropped": self.dropped,
+            "unencodable": self.unencodable,
             "consecutiveFailures": self.consecutive_failures,
+            "senderErrors": self.sender_errors,
+            "senderRunning": self.sender_running,
             "lastError": self.last_error,
             "lastSuccessMs": self.last_success_ms,
         }
@@ -83,6 +104,19 @@ class _Target:
         self.backoff = backoff
         self.status = TargetStatus(url)
         self.task: asyncio.Task[None] | None = None
+
+
+def _report_end(target: _Target, task: asyncio.Task[None]) -> None:
+    """Log and record a sender that ended other than by cancellation (it should never)."""
+    target.status.sender_running = False
+    if task.cancelled():
+        return
+    error = task.exception()
+    target.status.last_error = f"sender stopped: {error!r}" if error else "sender stopped"
+    if error is not None:
+        _log.error("alertmanager %s: sender stopped by an exception", target.url, exc_info=error)
+    else:
+        _log.error("alertmanager %s: sender stopped unexpectedly", target.url)
 
 
 class AlertmanagerClient:
@@ -116,6 +150,8 @@ class AlertmanagerClient:
         for target in self._targets:
             if target.task is None:
                 target.task = asyncio.create_task(self._sender(target), name=f"am:{target.url}")
+                target.status.sender_running = True
+                target.task.add_done_callback(functools.partial(_report_end, target))
 
     def submit(self, notices: Sequence[AlertNotice]) -> None:
         """Queue notices for every target (never blocks; evictions are counted and logged)."""
@@ -153,7 +189,8 @@ class AlertmanagerClient:
                 target.task.cancel()
         for target in self._targets:
             if target.task is not None:
-                with contextlib.suppress(asyncio.CancelledError):
+                # A sender that ended by an exception was reported by `_report_end`.
+                with contextlib.suppress(asyncio.CancelledError, Exception):
                     await target.task
                 target.task = None
         if self._session is not None:
@@ -173,35 +210,81 @@ class AlertmanagerClient:
         self._metrics.outbox_length.labels(target.url).set(len(target.outbox))
 
     async def _sender(self, target: _Target) -> None:
+        """Drain the outbox whenever woken; survives any error (logged, counted, backoff)."""
         while True:
             await target.wake.wait()
             target.wake.clear()
-            while True:
-                expired = target.outbox.expire(self._clock_ms())
-                if expired:
-                    target.status.dropped += expired
-                    self._metrics.notifications.labels(target.url, "dropped").inc(expired)
-                    _log.warning(
-                        "alertmanager %s: %d queued notices expired undelivered",
-                        target.url,
-                        expired,
-                    )
-                batch = target.outbox.peek_batch(_BATCH)
-                if not batch:
-                    self._set_queued(target)
-                    break
-                outcome = await self._post(target, batch)
-                if outcome == "retry":
-                    delay = target.backoff.next_delay()
-                    await asyncio.sleep(delay)
-                    continue
-                target.outbox.acknowledge(batch)
-                self._set_queued(target)
+            try:
+                await self._drain(target)
+            except Exception as error:
+                target.status.sender_errors += 1
+                target.status.last_error = f"sender error: {type(error).__name__}: {error}"
+                self._metrics.sender_errors.labels(target.url).inc()
+                delay = target.backoff.next_delay()
+                _log.exception(
+                    "alertmanager %s: unexpected sender error; retrying in %.1fs",
+                    target.url,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                target.wake.set()
 
-    async def _post(self, target: _Target, batch: list[OutboxEntry]) -> str:
-        """POST one batch; returns 'ok', 'retry' or 'drop'."""
+    async def _drain(self, target: _Target) -> None:
+        while True:
+            expired = target.outbox.expire(self._clock_ms())
+            if expired:
+                target.status.dropped += expired
+                self._metrics.notifications.labels(target.url, "dropped").inc(expired)
+                _log.warning(
+                    "alertmanager %s: %d queued notices expired undelivered",
+                    target.url,
+                    expired,
+                )
+            batch = target.outbox.peek_batch(_BATCH)
+            if not batch:
+                self._set_queued(target)
+                return
+            batch, body = self._encode(target, batch)
+            if not batch:
+                continue
+            outcome = await self._post(target, batch, body)
+            if outcome == "retry":
+                delay = target.backoff.next_delay()
+                await asyncio.sleep(delay)
+                continue
+            target.outbox.acknowledge(batch)
+            self._set_queued(target)
+
+    def _encode(self, target: _Target, batch: list[OutboxEntry]) -> tuple[list[OutboxEntry], bytes]:
+        """The entries that encode and their JSON array; the others (e.g. a lone surrogate in
+        a text) leave the outbox at once, logged and counted, never retried."""
+        kept: list[OutboxEntry] = []
+        parts: list[bytes] = []
+        for entry in batch:
+            try:
+                parts.append(orjson.dumps(entry.notice.payload()))
+            except (TypeError, ValueError) as error:
+                target.outbox.acknowledge([entry])
+                target.status.dropped += 1
+                target.status.unencodable += 1
+                self._metrics.notifications.labels(target.url, "dropped").inc()
+                self._metrics.unencodable.labels(target.url).inc()
+                _log.error(
+                    "alertmanager %s: notice %s %s dropped, it cannot be encoded as JSON: %s",
+                    target.url,
+                    entry.notice.fingerprint,
+                    ascii(dict(entry.notice.labels)),
+                    error,
+                )
+                continue
+            kept.append(entry)
+        if len(kept) < len(batch):
+            self._set_queued(target)
+        return kept, b"[" + b",".join(parts) + b"]"
+
+    async def _post(self, target: _Target, batch: list[OutboxEntry], body: bytes) -> str:
+        """POST one encoded batch; returns 'ok', 'retry' or 'drop'."""
         assert self._session is not None
-        body = orjson.dumps([entry.notice.payload() for entry in batch])
         try:
             async with self._session.post(
                 target.url, data=body, headers={"Content-Type": "application/json"}

@@ -307,6 +307,15 @@ def _release(reader: ReadCursor, done: asyncio.Future[QueryResult]) -> None:
         done.exception()
 
 
+def _interrupt_until_done(reader: ReadCursor, task: asyncio.Future[QueryResult]) -> None:
+    """Interrupt the query now and again every 50 ms until its thread has returned (DuckDB
+    forgets an interrupt that arrives just before a statement starts); needs no awaiting."""
+    if task.done():
+        return
+    reader.interrupt()
+    asyncio.get_running_loop().call_later(_INTERRUPT_AGAIN_S, _interrupt_until_done, reader, task)
+
+
 class EmbeddedMetricsStore:
     """The async `MetricsStore` over a DuckDBMetricsStore, with retention every 10 minutes."""
 
@@ -342,12 +351,16 @@ class EmbeddedMetricsStore:
             self._retention_task = None
 
     async def query(self, sql: str, timeout_s: float) -> QueryResult:
-        """Run a query on its own cursor in a worker thread, interrupting it at the timeout."""
+        """Run a query on its own cursor in a worker thread, interrupting it at the timeout,
+        or when the caller is cancelled (a rule removed, the evaluator stopped)."""
         reader = self.database.reader()
         task = asyncio.ensure_future(asyncio.to_thread(reader.query, sql))
         task.add_done_callback(lambda done: _release(reader, done))
         try:
             result = await asyncio.wait_for(asyncio.shield(task), timeout_s)
+        except asyncio.CancelledError:
+            _interrupt_until_done(reader, task)
+            raise
         except TimeoutError:
             while not task.done():
                 reader.interrupt()

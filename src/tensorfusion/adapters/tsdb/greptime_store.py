@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlencode
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tensorfusion.adapters.tsdb.greptime_writer import (
     LineProtocolWriter,
@@ -32,6 +32,18 @@ __all__ = ["GreptimeSettings", "GreptimeStore", "sql_string"]
 _log = logging.getLogger(__name__)
 _DDL_TIMEOUT_S: Final = 30.0
 _SCHEMA_EVERY_S: Final = 600.0
+_SCHEMA_RETRY_S: Final = 5.0
+
+
+def _report_end(task: asyncio.Task[None]) -> None:
+    """Log a background task that ended other than by cancellation (it should never)."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        _log.error("%s stopped by an exception", task.get_name(), exc_info=error)
+    else:
+        _log.error("%s stopped unexpectedly", task.get_name())
 
 
 def sql_string(value: str) -> str:
@@ -113,21 +125,29 @@ class GreptimeStore:
             ["direction"],
             registry=registry,
         )
+        self._schema_pass_errors = Counter(
+            "tf_metrics_store_schema_pass_errors",
+            "Unexpected errors of the table, schema and TTL pass (retried in 5 s)",
+            registry=registry,
+        )
         self._schema_task: asyncio.Task[None] | None = None
         self._schema_errors: list[str] = []
         self._last_schema_log = 0.0
+        self.schema_loop_errors = 0
+        self._schema_loop_error = ""
 
     async def start(self) -> None:
         """Start the writer and the schema loop (tables, check, TTL; retried on outage)."""
         await self.writer.start()
         if self._schema_task is None:
             self._schema_task = asyncio.create_task(self._schema_loop(), name="greptime-schema")
+            self._schema_task.add_done_callback(_report_end)
 
     async def close(self) -> None:
         """Stop background work, final flush (5 s budget), close connections."""
         if self._schema_task is not None:
             self._schema_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # reported at its end
                 await self._schema_task
             self._schema_task = None
         await self.writer.close(flush_timeout_s=5.0)
@@ -240,14 +260,25 @@ class GreptimeStore:
             )
 
     async def _schema_loop(self) -> None:
+        """Tables, schema check and TTL every 10 minutes; any failure is retried in 5 s
+        (an unexpected one is also logged with its traceback and counted)."""
         while True:
             try:
                 await self.reader.connect()
                 await self._prepare_schema()
                 await self.apply_ttl(self._ttl)
-                await asyncio.sleep(_SCHEMA_EVERY_S)
             except StoreError:
-                await asyncio.sleep(5.0)
+                await asyncio.sleep(_SCHEMA_RETRY_S)
+                continue
+            except Exception as error:
+                self.schema_loop_errors += 1
+                self._schema_pass_errors.inc()
+                self._schema_loop_error = f"{type(error).__name__}: {error}"
+                _log.exception("metrics store schema pass failed unexpectedly; retrying")
+                await asyncio.sleep(_SCHEMA_RETRY_S)
+                continue
+            self._schema_loop_error = ""
+            await asyncio.sleep(_SCHEMA_EVERY_S)
 
     def health(self) -> StoreHealth:
         """Read and write state, last error and schema problems."""
@@ -257,5 +288,9 @@ class GreptimeStore:
             read_up=self.reader.up,
             write_up=self.writer.up,
             last_error=self.reader.last_error or self.writer.last_error,
-            detail={"schemaProblems": list(self._schema_errors)},
+            detail={
+                "schemaProblems": list(self._schema_errors),
+                "schemaLoopErrors": self.schema_loop_errors,
+                "schemaLoopLastError": self._schema_loop_error,
+            },
         )

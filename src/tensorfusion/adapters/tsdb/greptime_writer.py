@@ -34,6 +34,17 @@ _BODY_LOG_LIMIT: Final = 1024
 _DROP_LOG_EVERY_S: Final = 60.0
 
 
+def _report_end(task: asyncio.Task[None]) -> None:
+    """Log a sender that ended other than by cancellation (it should never)."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        _log.error("%s stopped by an exception", task.get_name(), exc_info=error)
+    else:
+        _log.error("%s stopped unexpectedly", task.get_name())
+
+
 def is_missing_table_error(status: int, body: str) -> bool:
     """True for a 4xx whose body says a table does not exist."""
     text = body.lower()
@@ -112,6 +123,7 @@ class LineProtocolWriter:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         if self._task is None:
             self._task = asyncio.create_task(self._sender(), name="metrics-writer")
+            self._task.add_done_callback(_report_end)
 
     def write(self, rows: Sequence[MetricRow]) -> None:
         """Encode and buffer rows (never blocks; drops are counted and logged)."""
@@ -170,7 +182,7 @@ class LineProtocolWriter:
         """Stop the sender, then one final flush within the budget."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # reported at its end
                 await self._task
             self._task = None
         if self._session is not None:
@@ -180,6 +192,20 @@ class LineProtocolWriter:
             self._session = None
 
     async def _sender(self) -> None:
+        """Send batches as they become due; an unexpected error is logged, counted in
+        `tf_metrics_write_errors` and retried with backoff, never ending the sender."""
+        while True:
+            try:
+                await self._send_due()
+            except Exception as error:
+                self.up = False
+                self.last_error = f"writer error: {type(error).__name__}: {error}"
+                self.metrics.write_errors.inc()
+                _log.exception("metrics writer: unexpected error; retrying with backoff")
+                await asyncio.sleep(self._backoff.next_delay())
+
+    async def _send_due(self) -> None:
+        """Wait for a due batch and send it (one step of the sender)."""
         while True:
             if not len(self.buffer):
                 self._wake.clear()
@@ -198,9 +224,10 @@ class LineProtocolWriter:
             outcome = await self._post(batch)
             if outcome == "retry":
                 await asyncio.sleep(self._backoff.next_delay())
-                continue
+                return
             self.buffer.acknowledge(batch)
             self.metrics.buffer_rows.set(len(self.buffer))
+            return
 
     async def _post(self, batch: list[BufferedLine]) -> str:
         """Send one batch: 'ok', 'retry' or 'drop'."""

@@ -1,16 +1,26 @@
 """Pure admission core: classification, validation, resolution and mutation of pods.
 
 `facts_needed(pod)` → the shell gathers an `AdmissionFacts` (typed objects; `load_facts` builds
-one from raw JSON) → `admit(pod, facts)` → `AdmissionDecision` (answer, JSON patch, warnings,
-writes to perform). `PodPreparer` is the dry run behind `simulate-schedule` and the simulator;
-`PodIndexCounter` the cyclic index behind `assign-index`.
+one from raw JSON, keeping objects that do not load as `InvalidObject`) → `admit(pod, facts)` →
+`AdmissionDecision` (answer, JSON patch, warnings, writes to perform). `PodPreparer` is the dry
+run behind `simulate-schedule` and the simulator; `PodIndexCounter` the cyclic index behind
+`assign-index`.
 """
 
 from tensorfusion.domain.admission.auto_migration import AutoMigrationConfig, read_auto_migration
 from tensorfusion.domain.admission.decision import AdmissionDecision, Outcome
 from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError, PreparedPod
-from tensorfusion.domain.admission.facts import AdmissionFacts, FactNeeds, facts_needed
-from tensorfusion.domain.admission.facts_loading import invalid_object_error, load_facts
+from tensorfusion.domain.admission.facts import (
+    AdmissionFacts,
+    FactNeeds,
+    InvalidObject,
+    facts_needed,
+)
+from tensorfusion.domain.admission.facts_loading import (
+    load_facts,
+    read_object,
+    read_profile_object,
+)
 from tensorfusion.domain.admission.pipeline import admit
 from tensorfusion.domain.admission.pod_index import PodIndexCounter
 from tensorfusion.domain.admission.replica_gate import CounterIncrement, MissingFactError
@@ -26,6 +36,7 @@ __all__ = [
     "Code",
     "CounterIncrement",
     "FactNeeds",
+    "InvalidObject",
     "MissingFactError",
     "Outcome",
     "PodIndexCounter",
@@ -36,8 +47,9 @@ __all__ = [
     "WorkloadWrite",
     "admit",
     "facts_needed",
-    "invalid_object_error",
     "load_facts",
     "owner_key",
     "read_auto_migration",
+    "read_object",
+    "read_profile_object",
 ]

@@ -33,6 +33,10 @@ RULE_FIELDS: Final = ("namespaceNames", "namespaceSelector", "podSelector")
 _SCOPE_FIELDS: Final = ("includes", "excludes")
 _WHERE: Final = "autoMigration"
 _RULES_RULE: Final = f"must be a rule object ({', '.join(RULE_FIELDS)}) or a list of rule objects"
+_EMPTY_RULE: Final = (
+    "an empty rule matches no pod; give namespaceNames (not empty), namespaceSelector or "
+    "podSelector"
+)
 
 
 class _RuleError(ValueError):
@@ -70,13 +74,16 @@ class AutoMigrationConfig:
     """`autoMigration`, read once. No rules = every native-GPU pod migrates.
 
     `error`: what is wrong with the config (field, value, what is allowed); while set, no pod
-    migrates and each one that would be considered gets a warning.
+    migrates and each one that would be considered gets a warning. `enable_invalid`: `enable`
+    itself is not a boolean (e.g. the string "true"), so the error is reported although
+    migration reads as off.
     """
 
     enable: bool = False
     includes: tuple[ScopeRule, ...] = ()
     excludes: tuple[ScopeRule, ...] = ()
     error: str | None = None
+    enable_invalid: bool = False
 
     @property
     def needs_namespace_labels(self) -> bool:
@@ -99,7 +106,7 @@ class AutoMigrationConfig:
 
         Excludes are checked first; then, when includes are given, one must match.
         """
-        if not self.enable:
+        if not self.enable and not self.enable_invalid:
             return False, ()
         if self.error is not None:
             return False, (_rule_warning(self.error),)
@@ -124,6 +131,8 @@ def _invalid(where: str, value: Any, rule: str) -> str:
 
 
 def _read_rule(value: Mapping[str, Any], where: str, problems: list[str]) -> ScopeRule:
+    """One rule; a rule with nothing to match (`{namespaceNames: []}`) is an error too."""
+    found = len(problems)
     problems.extend(
         f"{where}.{key}: unknown field (allowed: {', '.join(RULE_FIELDS)})"
         for key in value
@@ -134,12 +143,15 @@ def _read_rule(value: Mapping[str, Any], where: str, problems: list[str]) -> Sco
         names = []
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         problems.append(_invalid(f"{where}.namespaceNames", names, "must be a list of names"))
-        names = []
-    return ScopeRule(
+        return ScopeRule()
+    rule = ScopeRule(
         tuple(names),
         _read_selector(value.get("namespaceSelector"), f"{where}.namespaceSelector", problems),
         _read_selector(value.get("podSelector"), f"{where}.podSelector", problems),
     )
+    if rule == ScopeRule() and len(problems) == found:
+        problems.append(_invalid(where, value, _EMPTY_RULE))
+    return rule
 
 
 def _read_selector(value: Any, where: str, problems: list[str]) -> LabelSelector | None:
@@ -196,6 +208,7 @@ def read_auto_migration(config: Any) -> AutoMigrationConfig:
         includes=includes,
         excludes=excludes,
         error="; ".join(problems) or None,
+        enable_invalid=enable is not None and not isinstance(enable, bool),
     )
 
 

@@ -19,12 +19,36 @@ from tensorfusion.domain.admission.workload_identity import (
     intermediate_owner,
     owner_group,
 )
+from tensorfusion.domain.annotation_errors import Problem
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.model import GPU, GPUPool, GPUResourceQuota, WorkloadProfile
 
-__all__ = ["AUTO_MIGRATION_OFF", "AdmissionFacts", "FactNeeds", "facts_needed"]
+__all__ = ["AUTO_MIGRATION_OFF", "AdmissionFacts", "FactNeeds", "InvalidObject", "facts_needed"]
 
 AUTO_MIGRATION_OFF = AutoMigrationConfig()
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidObject:
+    """A gathered object that does not match its model: what admission needs to report it.
+
+    - `kind`, `name`: e.g. `WorkloadProfile`, `small`.
+    - `problems`: one per bad field, `<Kind> "<name>" <field>: invalid value "<value>": <rule>`,
+      ranked as the annotation that brought the object in (`workload-profile`, `gpupool`).
+    - `default_pool`: a GPUPool annotated `is-default-pool: "true"` (a default-pool candidate).
+    - `gpu_model`: a GPU's `status.gpuModel` when readable (whether `dedicated-gpu` cares).
+    """
+
+    kind: str
+    name: str
+    problems: tuple[Problem, ...]
+    default_pool: bool = False
+    gpu_model: str | None = None
+
+    @property
+    def details(self) -> str:
+        """Every problem message, joined by "; "."""
+        return "; ".join(item.message for item in self.problems)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +74,9 @@ class AdmissionFacts:
     - `name_suffix`: 8 chars of `[1-9a-km-y]` for a generated workload name (None: derived).
     - `dry_run`: the shell will skip every write; the decision is the same.
     - `warnings`: warnings from gathering (e.g. the random index fallback), kept first.
+    - `invalid_objects`: gathered objects that did not load (see `load_facts`): a referenced
+      profile or the chosen pool denies the pod (400), a quota is not enforced and a GPU is
+      skipped (each with a warning).
     """
 
     namespace: str
@@ -68,7 +95,12 @@ class AdmissionFacts:
     name_suffix: str | None = None
     dry_run: bool = False
     warnings: tuple[str, ...] = ()
+    invalid_objects: tuple[InvalidObject, ...] = ()
     keys: Keys = KEYS
+
+    def invalid(self, kind: str) -> dict[str, InvalidObject]:
+        """The invalid objects of one kind, by name."""
+        return {item.name: item for item in self.invalid_objects if item.kind == kind}
 
 
 @dataclass(frozen=True, slots=True)

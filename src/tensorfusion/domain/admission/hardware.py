@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+from tensorfusion.domain.admission.facts import InvalidObject
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.annotation_errors import Problem, invalid_value
 from tensorfusion.domain.annotations import Keys
@@ -15,6 +16,7 @@ __all__ = [
     "SOFT_UNSUPPORTED_VENDORS",
     "dedicated_gpu_capacity",
     "max_capacity_by_model",
+    "skipped_gpu_warnings",
     "soft_isolation_problem",
 ]
 
@@ -75,3 +77,18 @@ def dedicated_gpu_capacity(
             keys.gpu_model, model, f"no GPU of this model exists (required by {keys.dedicated_gpu})"
         )
     return capacity, None
+
+
+def skipped_gpu_warnings(
+    model: str | None, invalid: Iterable[InvalidObject], keys: Keys
+) -> list[str]:
+    """A warning per invalid GPU object of the model (or of an unreadable model), left out of
+    the `dedicated-gpu` capacity lookup."""
+    if not model:
+        return []
+    return [
+        f'{keys.dedicated_gpu}: GPU object left out of the capacity of model "{model}": '
+        f"{gpu.details}"
+        for gpu in invalid
+        if gpu.gpu_model in (None, model)
+    ]

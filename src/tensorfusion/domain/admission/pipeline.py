@@ -15,7 +15,11 @@ from tensorfusion.domain.admission.decision import AdmissionDecision, Outcome
 from tensorfusion.domain.admission.declared_features import autoscaling_config, gang_scheduling
 from tensorfusion.domain.admission.execution_mode import resolve_execution_mode
 from tensorfusion.domain.admission.facts import AdmissionFacts
-from tensorfusion.domain.admission.hardware import dedicated_gpu_capacity, soft_isolation_problem
+from tensorfusion.domain.admission.hardware import (
+    dedicated_gpu_capacity,
+    skipped_gpu_warnings,
+    soft_isolation_problem,
+)
 from tensorfusion.domain.admission.hashing import client_config_hash
 from tensorfusion.domain.admission.mutation import build_worker_pod
 from tensorfusion.domain.admission.native_resources import (
@@ -149,7 +153,10 @@ def _tf_pipeline(
     profile = ProfileSpec()
     if parsed.workload_profile is not None:
         found_profile = facts.profile
-        if found_profile is None or found_profile.metadata.name != parsed.workload_profile:
+        invalid_profile = facts.invalid("WorkloadProfile").get(parsed.workload_profile)
+        if invalid_profile is not None:
+            problems += invalid_profile.problems
+        elif found_profile is None or found_profile.metadata.name != parsed.workload_profile:
             problems.append(
                 problem(
                     f'WorkloadProfile "{parsed.workload_profile}" not found in namespace '
@@ -159,7 +166,14 @@ def _tf_pipeline(
             )
         else:
             profile = read_profile(found_profile)
-    pool = resolve_pool(parsed.gpupool, profile.pool_name, profile.where, facts.pools, keys)
+    pool = resolve_pool(
+        parsed.gpupool,
+        profile.pool_name,
+        profile.where,
+        facts.pools,
+        keys,
+        invalid=facts.invalid("GPUPool"),
+    )
     problems += pool.problems
     warnings += pool.warnings
 
@@ -167,6 +181,10 @@ def _tf_pipeline(
     mode, found = resolve_execution_mode(parsed, profile, pool.name, pool.pool, keys)
     problems += found
     single = read_single_quota(facts.quota)
+    warnings += [
+        f"namespace quota not enforced: {quota.details}"
+        for quota in facts.invalid("GPUResourceQuota").values()
+    ]
     native = inspect_native_gpus(pod, facts.native_resources)
     problems += native.problems
     requests, limits, found = resolve_resources(
@@ -209,6 +227,7 @@ def _tf_pipeline(
         problems.append(soft_problem)
     if parsed.dedicated_gpu:
         capacity, dedicated_problem = dedicated_gpu_capacity(model, facts.gpus, keys)
+        warnings += skipped_gpu_warnings(model, facts.invalid("GPU").values(), keys)
         if dedicated_problem is not None:
             problems.append(dedicated_problem)
         if capacity is not None:

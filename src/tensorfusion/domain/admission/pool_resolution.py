@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tensorfusion.domain.admission.facts import InvalidObject
 from tensorfusion.domain.annotation_errors import Problem, problem
 from tensorfusion.domain.annotations import Keys
 from tensorfusion.domain.model import GPUPool
@@ -42,28 +43,21 @@ def resolve_pool(
     profile_field: str,
     pools: Mapping[str, GPUPool],
     keys: Keys,
+    *,
+    invalid: Mapping[str, InvalidObject] | None = None,
 ) -> PoolResolution:
-    """`gpupool` annotation, else the profile's `poolName`, else the default pool."""
+    """`gpupool` annotation, else the profile's `poolName`, else the default pool.
+
+    `invalid`: pools that did not load, by name; choosing one is a problem naming its fields.
+    """
+    invalid = invalid or {}
     if annotation is not None:
-        if annotation in pools:
-            return PoolResolution(annotation, pools[annotation])
-        return PoolResolution(
-            problems=(
-                problem(f'GPU pool "{annotation}" not found ({keys.gpupool})', about="gpupool"),
-            )
-        )
+        return _named(annotation, f"({keys.gpupool})", pools, invalid)
     if profile_pool:
-        if profile_pool in pools:
-            return PoolResolution(profile_pool, pools[profile_pool])
-        return PoolResolution(
-            problems=(
-                problem(
-                    f'GPU pool "{profile_pool}" not found ({profile_field}.poolName)',
-                    about="gpupool",
-                ),
-            )
-        )
-    defaults = default_pool_names(pools, keys)
+        return _named(profile_pool, f"({profile_field}.poolName)", pools, invalid)
+    defaults = sorted(
+        {*default_pool_names(pools, keys), *(n for n, p in invalid.items() if p.default_pool)}
+    )
     if not defaults:
         return PoolResolution(
             problems=(problem(f"no default GPU pool; set {keys.gpupool}", about="gpupool"),)
@@ -74,4 +68,17 @@ def resolve_pool(
             f"several default GPU pools ({', '.join(defaults)}); using {defaults[0]}; "
             f"set {keys.gpupool} to choose",
         )
-    return PoolResolution(defaults[0], pools[defaults[0]], warnings=warnings)
+    chosen = _named(defaults[0], "", pools, invalid)
+    return PoolResolution(chosen.name, chosen.pool, chosen.problems, warnings)
+
+
+def _named(
+    name: str, source: str, pools: Mapping[str, GPUPool], invalid: Mapping[str, InvalidObject]
+) -> PoolResolution:
+    if name in pools:
+        return PoolResolution(name, pools[name])
+    if name in invalid:
+        return PoolResolution(name, problems=invalid[name].problems)
+    return PoolResolution(
+        problems=(problem(f'GPU pool "{name}" not found {source}', about="gpupool"),)
+    )

@@ -13,13 +13,22 @@ import itertools
 from dataclasses import dataclass, fields
 from typing import Final
 
-__all__ = ["ReadQueryError", "check_read_query"]
+__all__ = ["RUST_WHITESPACE", "ReadQueryError", "check_read_query"]
 
 _QUOTED: Final = "<quoted>"
 _WORD_START: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _TAG_PART: Final = _WORD_START | frozenset("0123456789")
 _WORD_PART: Final = _TAG_PART | {"$"}
 _SNIPPET: Final = 40
+# Rust's `char::is_whitespace` (the Unicode White_Space property), which GreptimeDB's SQL
+# tokenizer (sqlparser) applies to the character after `--` in the MySQL dialect: U+0009-U+000D,
+# U+0020, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F and U+3000.
+# Python's `str.isspace` also takes U+001C-U+001F, which Rust does not.
+RUST_WHITESPACE: Final = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 class ReadQueryError(ValueError):
@@ -32,7 +41,7 @@ class _Reading:
 
     backslash_escapes: bool = False  # MySQL: \' inside a string does not end it
     hash_comments: bool = False  # MySQL: # starts a line comment
-    dash_needs_space: bool = False  # MySQL: -- is a comment only before whitespace
+    dash_needs_space: bool = False  # MySQL: -- is a comment only before (Rust) whitespace
     nested_comments: bool = False  # DuckDB: /* /* */ */ is one comment
     executable_comments: bool = False  # MySQL: the body of /*! ... */ is executed
     dollar_quotes: bool = False  # DuckDB: $tag$ ... $tag$ is a string
@@ -69,7 +78,7 @@ def _describe(reading: _Reading) -> str:
 def _line_comment_at(sql: str, index: int, reading: _Reading) -> bool:
     if sql.startswith("--", index):
         after = sql[index + 2 : index + 3]
-        return not (reading.dash_needs_space and after and not after.isspace())
+        return not (reading.dash_needs_space and after and after not in RUST_WHITESPACE)
     return sql[index] == "#" and reading.hash_comments
 
 

@@ -149,6 +149,22 @@ def _canonical_keys(raw: Mapping[Any, Any], warnings: list[str], label: str) -> 
     return values
 
 
+def _unencodable_at(text: str) -> int | None:
+    """Index of the first character UTF-8 cannot encode (a lone surrogate), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start
+    return None
+
+
+def _printable(text: str) -> str:
+    """The text with characters UTF-8 cannot encode written as `\\udXXX` escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _text(values: Mapping[str, Any], name: str, *, required: bool) -> str:
     value = values.get(name)
     if value is None:
@@ -157,6 +173,13 @@ def _text(values: Mapping[str, Any], name: str, *, required: bool) -> str:
         return ""
     if not isinstance(value, str):
         raise RuleValidationError(f"field {name}: {value!r} is not a string")
+    index = _unencodable_at(value)
+    if index is not None:
+        raise RuleValidationError(
+            f"field {name}: character U+{ord(value[index]):04X} at position {index + 1} "
+            "cannot be encoded as UTF-8 (a lone surrogate, e.g. from a YAML \\u escape); "
+            "only valid Unicode text is allowed"
+        )
     return value
 
 
@@ -174,7 +197,7 @@ def parse_rule(raw: object, index: int, warnings: list[str]) -> AlertRule:
     """Validate one rule mapping; raises ValueError naming field, value and what is allowed."""
     if not isinstance(raw, Mapping):
         raise RuleValidationError(f"is not a mapping but {type(raw).__name__}")
-    name_hint = str(raw.get("name", "")) if isinstance(raw.get("name"), str) else ""
+    name_hint = _printable(raw["name"]) if isinstance(raw.get("name"), str) else ""
     label = f"alert rule #{index + 1}" + (f" ({name_hint})" if name_hint else "")
     values = _canonical_keys(raw, warnings, label)
     name = _text(values, "name", required=True).strip()
@@ -260,7 +283,7 @@ def load_rules(raw_rules: object) -> RuleSet:
     seen: set[str] = set()
     for index, raw in enumerate(raw_rules):
         raw_name = raw.get("name") if isinstance(raw, Mapping) else None
-        name_hint = raw_name.strip() if isinstance(raw_name, str) else ""
+        name_hint = _printable(raw_name.strip()) if isinstance(raw_name, str) else ""
         try:
             rule = parse_rule(raw, index, warnings)
         except RuleValidationError as error:

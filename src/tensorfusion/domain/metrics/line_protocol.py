@@ -41,7 +41,9 @@ class _BadTextError(ValueError):
 
 
 # Tag keys, tag values and field keys: `,`, `=` and space are escaped; CR and LF cannot be
-# carried at all and become an escaped space; a tab is written as it is.
+# carried at all and become an escaped space; a tab is written as it is, except at the start of
+# a key (parsers take a tab after the space before the fields as whitespace, so such a key is
+# refused); two keys that differ only in CR, LF or space (so end up the same) are refused.
 _KEY_ESCAPES: Final = str.maketrans({",": "\\,", "=": "\\=", " ": "\\ ", "\n": "\\ ", "\r": "\\ "})
 # Parsers disagree on a backslash before these (GreptimeDB reads `\\` as one backslash,
 # InfluxDB as two) and all of them misread one at the end of the text.
@@ -49,6 +51,18 @@ _UNSAFE_AFTER_BACKSLASH: Final = frozenset("\\,= \n\r")
 
 _tag_cache: dict[str, str] = {}
 _key_cache: dict[str, str] = {}
+
+
+def _check_utf8(text: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise _BadTextError(
+            f"{text!a} cannot be written: character U+{ord(text[error.start]):04X} at "
+            f"position {error.start + 1} is a lone surrogate, which UTF-8 cannot encode"
+        ) from None
 
 
 def _check_backslashes(text: str) -> None:
@@ -66,6 +80,7 @@ def _escape_tag(value: str) -> str:
     cached = _tag_cache.get(value)
     if cached is not None:
         return cached
+    _check_utf8(value)
     if "\\" in value:
         _check_backslashes(value)
     escaped = value.translate(_KEY_ESCAPES)
@@ -80,6 +95,11 @@ def _key_prefix(key: str) -> str:
     cached = _key_cache.get(key)
     if cached is not None:
         return cached
+    if key.startswith("\t"):
+        raise _BadTextError(
+            f"{key!r} cannot be written: a key must not begin with a tab (parsers read a tab "
+            "before the fields as whitespace)"
+        )
     prefix = _escape_tag(key) + "="
     if len(_key_cache) >= _CACHE_LIMIT:
         _key_cache.clear()
@@ -88,11 +108,30 @@ def _key_prefix(key: str) -> str:
 
 
 def _escape_measurement(name: str) -> str:
+    _check_utf8(name)
     return name.replace(",", "\\,").replace(" ", "\\ ")
 
 
 def _string_field(value: str) -> str:
+    _check_utf8(value)
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _collision(keys: Iterable[str], prefixes: Iterable[str]) -> tuple[str, str] | None:
+    """Two keys written the same way (CR and LF read back as a space), or None."""
+    seen: dict[str, str] = {}
+    for key, prefix in zip(keys, prefixes, strict=True):
+        first = seen.setdefault(prefix, key)
+        if first != key:
+            return first, key
+    return None
+
+
+def _collision_message(kind: str, pair: tuple[str, str]) -> str:
+    return (
+        f"{kind}s {pair[0]!r} and {pair[1]!r} cannot both be written: CR and LF are written as "
+        "a space, so both would read back as the same key"
+    )
 
 
 class _Shape:
@@ -101,6 +140,11 @@ class _Shape:
     __slots__ = ("template",)
 
     def __init__(self, table: str, tag_keys: tuple[str, ...], fields: tuple[tuple[str, type], ...]):
+        field_keys = [key for key, _ in fields]
+        for what, keys in (("tag key", tag_keys), ("field key", field_keys)):
+            pair = _collision(keys, map(_key_prefix, keys))
+            if pair is not None:
+                raise _BadTextError(_collision_message(what, pair))
         parts = [_escape_measurement(table).replace("%", "%%")]
         for key in tag_keys:
             parts.append("," + _key_prefix(key).replace("%", "%%") + "%s")
@@ -174,14 +218,18 @@ def _escaped(table: str, where: str, text: str, escape: Callable[[str], str]) ->
 
 def _encode_slow(row: MetricRow, skipped: set[tuple[str, str]] | None) -> str | None:
     table = row.table
-    parts = [_escape_measurement(table)]
-    for tag, tag_value in row.tags.items():
-        if tag_value:
-            parts.append(
-                ","
-                + _escaped(table, "tag key", tag, _key_prefix)
-                + _escaped(table, f"tag {tag!r}", tag_value, _escape_tag)
-            )
+    parts = [_escaped(table, "measurement", table, _escape_measurement)]
+    tags = {
+        tag: _escaped(table, "tag key", tag, _key_prefix)
+        for tag, value in row.tags.items()
+        if value
+    }
+    pair = _collision(tags, tags.values())
+    if pair is not None:
+        raise UnencodableError(f"table {table}: {_collision_message('tag key', pair)}")
+    for tag, prefix in tags.items():
+        parts.append("," + prefix + _escaped(table, f"tag {tag!r}", row.tags[tag], _escape_tag))
+    written: dict[str, str] = {}
     separator = " "
     for key, value in row.fields.items():
         if isinstance(value, bool):
@@ -195,10 +243,16 @@ def _encode_slow(row: MetricRow, skipped: set[tuple[str, str]] | None) -> str | 
         elif isinstance(value, int):
             text = f"{value}i"
         elif isinstance(value, str):
-            text = _string_field(value)
+            text = _escaped(table, f"field {key!r}", value, _string_field)
         else:
             text = _encode_other(row.table, key, value)
-        parts.append(separator + _escaped(table, "field key", key, _key_prefix) + text)
+        prefix = _escaped(table, "field key", key, _key_prefix)
+        first = written.setdefault(prefix, key)
+        if first != key:
+            raise UnencodableError(
+                f"table {table}: {_collision_message('field key', (first, key))}"
+            )
+        parts.append(separator + prefix + text)
         separator = ","
     if separator == " ":
         return None
