@@ -1,0 +1,240 @@
+"""The leader's allocator, rebuilt from the informer caches and kept current by their events.
+
+Until :meth:`AllocatorState.recover` has run, the allocator is not ready: `/api/allocation`
+says `ready: false` and the extender answers `allocator not ready`. Recovery reads the caches
+once they have synced (scheduling.md §12); afterwards every cache change is applied at once.
+Handlers and recovery never await, so on the event loop they are atomic with respect to
+`filter` and `bind`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.mapping import (
+    gpu_state,
+    host_facts,
+    hypervisor_index0,
+    pool_settings,
+    quota_spec,
+)
+from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
+from tensorfusion.domain.allocator.recovery import (
+    ClusterInventory,
+    RecoveryReport,
+    is_live_worker,
+    recover,
+    worker_gpu_ids,
+)
+from tensorfusion.domain.annotation_errors import AnnotationError
+from tensorfusion.domain.model import (
+    GPU,
+    GPUNode,
+    GPUPool,
+    ModelError,
+    SchedulingConfigTemplate,
+    load_as,
+)
+from tensorfusion.domain.pod_request import request_from_pod
+from tensorfusion.domain.vocabulary import IsolationPolicy
+from tensorfusion.runtime.informer_store import EventKind, InformerEvent
+
+__all__ = ["AllocatorState", "ObjectCache", "StateCaches"]
+
+_log = logging.getLogger(__name__)
+
+
+class ObjectCache(Protocol):
+    """What the state reads of an informer: its cached objects."""
+
+    def list(self, namespace: str | None = None) -> list[Mapping[str, Any]]: ...
+
+    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StateCaches:
+    """The informer caches the allocator is built from (Pods: the TF workers)."""
+
+    gpus: ObjectCache
+    gpu_nodes: ObjectCache
+    nodes: ObjectCache
+    pools: ObjectCache
+    templates: ObjectCache
+    quotas: ObjectCache
+    pods: ObjectCache
+
+
+Loaded = TypeVar("Loaded", GPU, GPUNode, GPUPool, SchedulingConfigTemplate)
+
+
+def _load_all(model: type[Loaded], objects: Iterable[Mapping[str, Any]]) -> list[Loaded]:
+    loaded = []
+    for obj in objects:
+        try:
+            loaded.append(load_as(model, obj))
+        except ModelError as error:
+            _log.warning("skipped: %s", error)
+    return loaded
+
+
+@dataclass(slots=True)
+class AllocatorState:
+    """The allocator of the leader and how cache events change it."""
+
+    caches: StateCaches
+    isolation_policy: IsolationPolicy
+    clock: Callable[[], float]
+    allocator: Allocator | None = None
+    last_report: RecoveryReport | None = None
+    problems: dict[str, str] = field(default_factory=dict)
+    """Objects the state could not read, by `Kind namespace/name`: for logs and Events."""
+
+    @property
+    def ready(self) -> bool:
+        """Whether recovery has run."""
+        return self.allocator is not None
+
+    # ---- recovery ------------------------------------------------------------------------
+
+    def recover(self) -> RecoveryReport:
+        """Build the allocator from the caches (which must have synced)."""
+        caches = self.caches
+        templates = {
+            t.metadata.name or "": t
+            for t in _load_all(SchedulingConfigTemplate, caches.templates.list())
+        }
+        effective, _ = choose_effective(read_quota(q) for q in caches.quotas.list())
+        inventory = ClusterInventory(
+            pools=_load_all(GPUPool, caches.pools.list()),
+            templates=templates,
+            quotas=[r.quota for r in effective.values() if r.enforceable and r.quota is not None],
+            gpus=_load_all(GPU, caches.gpus.list()),
+            gpu_nodes=_load_all(GPUNode, caches.gpu_nodes.list()),
+            nodes={str((n.get("metadata") or {}).get("name")): n for n in caches.nodes.list()},
+        )
+        allocator, report = recover(
+            inventory, caches.pods.list(), self.isolation_policy, self.clock()
+        )
+        for name, problems in report.gpu_problems.items():
+            self.problems[f"GPU {name}"] = "; ".join(problems)
+        for pod, message in report.skipped_pods.items():
+            self.problems[f"Pod {pod}"] = message
+        self.allocator, self.last_report = allocator, report
+        return report
+
+    def _templates(self) -> dict[str, SchedulingConfigTemplate]:
+        templates = _load_all(SchedulingConfigTemplate, self.caches.templates.list())
+        return {t.metadata.name or "": t for t in templates}
+
+    # ---- events --------------------------------------------------------------------------
+
+    def on_gpu(self, event: InformerEvent) -> None:
+        """A GPU object changed."""
+        allocator = self.allocator
+        if allocator is None:
+            return
+        if event.kind is EventKind.DELETED:
+            allocator.remove_gpu(event.key.name)
+            return
+        try:
+            mapped = gpu_state(load_as(GPU, event.obj))
+        except ModelError as error:
+            self.problems[f"GPU {event.key.name}"] = str(error)
+            return
+        if mapped.problems:
+            self.problems[f"GPU {event.key.name}"] = "; ".join(mapped.problems)
+        else:
+            self.problems.pop(f"GPU {event.key.name}", None)
+        if mapped.state.node:
+            allocator.upsert_gpu(mapped.state)
+        else:
+            allocator.remove_gpu(mapped.state.name)
+
+    def on_pool_or_template(self, event: InformerEvent) -> None:
+        """A GPUPool or SchedulingConfigTemplate changed: re-read every pool's settings."""
+        allocator = self.allocator
+        if allocator is None:
+            return
+        templates = self._templates()
+        for pool in _load_all(GPUPool, self.caches.pools.list()):
+            settings = pool_settings(pool, templates)
+            if allocator.pools.get(settings.name) != settings:
+                allocator.set_pool(settings)
+
+    def on_quota(self, event: InformerEvent) -> None:
+        """A GPUResourceQuota changed: the namespace's effective quota is chosen again."""
+        allocator = self.allocator
+        if allocator is None:
+            return
+        namespace = event.key.namespace
+        effective, _ = choose_effective(read_quota(q) for q in self.caches.quotas.list(namespace))
+        reading = effective.get(namespace)
+        if reading is not None and reading.enforceable and reading.quota is not None:
+            allocator.set_quota(quota_spec(reading.quota))
+        else:
+            allocator.remove_quota(namespace)
+
+    def on_node(self, event: InformerEvent) -> None:
+        """A Node or GPUNode changed: host facts and the agent's index resource."""
+        allocator = self.allocator
+        name = event.key.name
+        if allocator is None or name not in allocator.nodes:
+            return
+        gpu_node_obj = self.caches.gpu_nodes.get(name)
+        gpu_node = None
+        if gpu_node_obj is not None:
+            try:
+                gpu_node = load_as(GPUNode, gpu_node_obj)
+            except ModelError as error:
+                self.problems[f"GPUNode {name}"] = str(error)
+        ram, disk = host_facts(gpu_node)
+        allocator.set_node_facts(
+            name, ram_bytes=ram, disk_bytes=disk,
+            hypervisor_index0=hypervisor_index0(self.caches.nodes.get(name)),
+        )  # fmt: skip
+
+    def on_pod(self, event: InformerEvent) -> None:
+        """A worker pod changed: release what it held once it ended or went away, restore a
+        record bound by another actor, and free its pending index once it runs."""
+        allocator = self.allocator
+        if allocator is None:
+            return
+        pod = event.obj
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        if event.kind is EventKind.DELETED:
+            allocator.release(uid)
+            return
+        if _ended(pod):
+            allocator.release(uid)
+            return
+        record = allocator.records.get(uid)
+        if record is None and is_live_worker(pod):
+            self._restore(pod)
+            return
+        if record is not None and (pod.get("status") or {}).get("phase") not in (None, "Pending"):
+            allocator.mark_running(uid)
+
+    def _restore(self, pod: Mapping[str, Any]) -> None:
+        assert self.allocator is not None
+        metadata = pod.get("metadata") or {}
+        key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+        try:
+            request = request_from_pod(pod)
+        except AnnotationError as error:
+            self.problems[f"Pod {key}"] = error.message
+            return
+        pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
+        node = str((pod.get("spec") or {}).get("nodeName"))
+        self.allocator.restore(request, node, worker_gpu_ids(pod), self.clock(), pending=pending)
+
+
+def _ended(pod: Mapping[str, Any]) -> bool:
+    """Finished or being deleted: its GPUs are released (its finalizer is removed after)."""
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return True
+    return (pod.get("metadata") or {}).get("deletionTimestamp") is not None
