@@ -9,10 +9,9 @@ from typing import Any
 
 from tensorfusion.adapters.package_data import default_alert_rule_set, default_scheduler_config
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
-from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
+from tensorfusion.domain.admission.dry_run import PodPreparer
 from tensorfusion.domain.alerting.replay import replay_alerts
 from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
-from tensorfusion.domain.scheduling.decision import explain
 from tensorfusion.domain.scheduling.native import NativeInputError, NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
@@ -22,6 +21,8 @@ from tensorfusion.domain.scheduling.scheduler_config import (
     ScoreWeights,
     read_scheduler_settings,
 )
+from tensorfusion.domain.simulate_schedule import UnknownNodesError
+from tensorfusion.domain.simulate_schedule import simulate_schedule as explain_pod
 from tensorfusion.sim.cluster_file import ClusterFile
 from tensorfusion.sim.engine import Simulation
 from tensorfusion.sim.input_errors import InputError
@@ -169,25 +170,10 @@ def simulate_schedule(
     """
     scheduler = _scheduler(cluster, cluster_path)
     virtual = build_cluster(cluster)
-    native = _native(virtual, scheduler)
-    metadata = pod.get("metadata") or {}
-    name = str(metadata.get("name") or "pod")
-    namespace = str(metadata.get("namespace") or "default")
-    uid = str(metadata.get("uid") or f"simulate-{namespace}-{name}")
-    prepared = _preparer(virtual).prepare(pod, name, namespace, uid, mutate, advance_index=False)
     try:
-        native.add_pod(uid, prepared.pod)
-    except NativeInputError as exc:
-        raise PreparationError(str(exc)) from None
-    candidates = native.node_names() if nodes is None else [n for n in nodes if n in native.facts]
-    unknown = [] if nodes is None else [n for n in nodes if n not in native.facts]
-    if unknown:
-        raise InputError(f"--nodes: unknown node(s) {', '.join(unknown)}")
-    body = explain(virtual.allocator, prepared.request, native.view(uid), candidates,
-                   scheduler.args, scheduler.weights)  # fmt: skip
-    return {
-        "pod": {"namespace": namespace, "name": name},
-        "mutated": prepared.mutated,
-        "warnings": prepared.warnings,
-        **body,
-    }
+        return explain_pod(
+            pod, _preparer(virtual), _native(virtual, scheduler), virtual.allocator,
+            scheduler.args, scheduler.weights, nodes, mutate,
+        )  # fmt: skip
+    except UnknownNodesError as exc:
+        raise InputError(f"--nodes: {exc}") from None

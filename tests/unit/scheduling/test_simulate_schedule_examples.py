@@ -28,6 +28,7 @@ from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import read_scheduler_settings
+from tensorfusion.domain.simulate_schedule import UnknownNodesError, simulate_schedule
 from tensorfusion.sim import runner
 from tensorfusion.sim.cluster_file import ClusterFile, load_cluster
 from tensorfusion.sim.virtual_cluster import PolicyOverrides, VirtualCluster, build_cluster
@@ -256,3 +257,27 @@ def test_decisions_carry_the_message_of_every_node_the_example_shows(
             assert full.rejection_message(node["node"]) == node["message"]
             allowed = {node["message"]} if fast.node is None else {node["message"], NOT_SELECTED}
             assert fast.rejection_message(node["node"]) in allowed
+
+
+def test_an_explanation_leaves_the_native_view_and_the_allocator_as_they_were() -> None:
+    cluster = load_cluster(CLUSTER)
+    settings = read_scheduler_settings(cluster.scheduler_config or default_scheduler_config())
+    virtual = spec_cluster(cluster)
+    native = NativeCluster.from_nodes(NativePlugins(settings.node_resources_fit),
+                                      virtual.node_objects)  # fmt: skip
+    objects = virtual.objects
+    preparer = PodPreparer(objects.pools, objects.quotas, objects.gpus)
+    records = dict(virtual.allocator.records)
+    body = simulate_schedule(
+        load_pod("guide_test_pod.yaml"), preparer, native, virtual.allocator,
+        gpu_scheduling_args(settings), settings.score_weights,
+    )  # fmt: skip
+    assert body["result"]["schedulable"]
+    assert native.pods == {} and all(not memo for memo in native.outcomes.values())
+    assert virtual.allocator.records == records
+    assert preparer.index.peek() == 1
+    with pytest.raises(UnknownNodesError, match="unknown node"):
+        simulate_schedule(
+            load_pod("guide_test_pod.yaml"), preparer, native, virtual.allocator,
+            gpu_scheduling_args(settings), settings.score_weights, nodes=["node-z"],
+        )  # fmt: skip
