@@ -191,10 +191,17 @@ def tail(path: Path, lines: int = 40) -> str:
 class Component:
     """One control-plane process, its log file, and the means to stop it by its PID."""
 
-    def __init__(self, name: str, argv: Sequence[str | Path], log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str | Path],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.argv = [str(arg) for arg in argv]
         self.log_path = log_path
+        self.env = dict(env or {})
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -215,10 +222,21 @@ class Component:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=component_environment(),
+            env={**component_environment(), **self.env},
             start_new_session=True,
             preexec_fn=_stop_with_parent,  # noqa: PLW1509 (only calls prctl, looked up beforehand)
         )
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code once the process has ended, else None."""
+        return self._process.poll() if self._process is not None else None
+
+    def kill(self) -> None:
+        """SIGKILL, as `kill -9` would, and wait for the process to end."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
 
     def ensure_running(self) -> None:
         """Raises with the end of the log if the process has exited."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from tensorfusion.cli.alerts import app as alerts_app
+from tensorfusion.cli.controller import CONTEXT, controller
 from tensorfusion.cli.crds import gen_crds
 from tensorfusion.cli.simulate import simulate, simulate_schedule_command
 
@@ -18,6 +19,7 @@ app = typer.Typer(
 app.command("simulate")(simulate)
 app.command("simulate-schedule")(simulate_schedule_command)
 app.command("gen-crds")(gen_crds)
+app.command("controller", context_settings=CONTEXT)(controller)
 app.add_typer(alerts_app, name="alerts")
 
 

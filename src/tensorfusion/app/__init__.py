@@ -1,0 +1,1 @@
+"""Process wiring: each command's settings, clients, caches and feature tasks put together."""

@@ -1,0 +1,227 @@
+"""`tensor-fusion controller`: the process that every controller replica runs.
+
+Every replica reads its flags and environment, checks the CRDs, keeps the informer caches and
+(through the HTTP servers) answers health probes and the API. With `-leader-elect` the replicas
+campaign for the Lease; the leader recovers the allocator from the caches and runs the
+leader-only work. A replica that loses the Lease stops that work at once and exits non-zero, so
+its pod restarts as a follower (deployment.md §3.1, scheduling.md §15).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from lightkube import AsyncClient
+
+from tensorfusion.adapters.kube.client import KubeClientError, make_client
+from tensorfusion.adapters.kube.custom_resources import missing_crd_message, missing_crds
+from tensorfusion.app.controller_informers import ControllerInformers
+from tensorfusion.app.logging_setup import configure_logging
+from tensorfusion.controller.allocator_state import AllocatorState
+from tensorfusion.domain.settings.controller_environment import (
+    ControllerEnvironment,
+    EnvironmentValueError,
+)
+from tensorfusion.domain.settings.controller_flags import (
+    ControllerFlags,
+    FlagError,
+    parse_controller_flags,
+)
+from tensorfusion.runtime.leader_election import (
+    LEASE_NAME,
+    LeaderElector,
+    publish_leader_ip,
+)
+from tensorfusion.runtime.supervision import Supervisor, TaskFailure
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_LEADERSHIP_LOST",
+    "ControllerProcess",
+    "LeaderWork",
+    "run_controller",
+]
+
+_log = logging.getLogger("tensorfusion.controller")
+EXIT_OK: Final = 0
+EXIT_LEADERSHIP_LOST: Final = 1
+EXIT_BAD_INPUT: Final = 2
+EXIT_FATAL: Final = 3
+
+LeaderWork = Callable[["ControllerProcess"], Awaitable[None]]
+"""A leader-only task: started when leadership begins, cancelled at once when it ends."""
+
+
+@dataclass(slots=True)
+class ControllerProcess:
+    """One replica: settings, client, caches, allocator state, election and tasks."""
+
+    flags: ControllerFlags
+    env: ControllerEnvironment
+    client: AsyncClient
+    informers: ControllerInformers
+    state: AllocatorState
+    supervisor: Supervisor = field(default_factory=Supervisor)
+    leader_work: list[tuple[str, LeaderWork]] = field(default_factory=list)
+    elector: LeaderElector | None = None
+    leading: asyncio.Event = field(default_factory=asyncio.Event)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def fence(self) -> float:
+        """Before a leader-only write: raises NotLeaderError unless this replica leads."""
+        if self.elector is None:
+            return float("inf")
+        return self.elector.fence()
+
+    def is_leader(self) -> bool:
+        """Whether this replica leads (always, without `-leader-elect`)."""
+        return self.leading.is_set()
+
+    async def start_leading(self) -> None:
+        """Recover the allocator from the synced caches, then start the leader-only work."""
+        await self.informers.wait_synced()
+        report = self.state.recover()
+        _log.info(
+            "allocator recovered: %d allocations, %d inconsistent, %d pods skipped",
+            len(report.restored), len(report.inconsistent), len(report.skipped_pods),
+        )  # fmt: skip
+        for outcome in report.inconsistent:
+            _log.warning("recovery: %s", outcome.message())
+        for pod, message in report.skipped_pods.items():
+            _log.warning("recovery: pod %s holds no allocation: %s", pod, message)
+        self.leading.set()
+        for name, work in self.leader_work:
+            self.supervisor.start(f"leader {name}", _bind(work, self))
+        if self.elector is not None and self.env.pod_ip:
+            self.supervisor.start(
+                "leader publish-ip",
+                lambda: publish_leader_ip(
+                    self.client, self.env.namespace, self.env.pod_ip, fence=self.fence
+                ),
+                restart=False,
+            )
+
+    async def stop_leading(self) -> None:
+        """Stop every leader-only task at once."""
+        self.leading.clear()
+        for name, _ in self.leader_work:
+            await self.supervisor.cancel(f"leader {name}")
+        with contextlib.suppress(KeyError):
+            await self.supervisor.cancel("leader publish-ip")
+
+
+def _bind(work: LeaderWork, process: ControllerProcess) -> Callable[[], Coroutine[Any, Any, None]]:
+    async def run() -> None:
+        await work(process)
+
+    return run
+
+
+def read_settings(
+    argv: Sequence[str], environ: Mapping[str, str]
+) -> tuple[ControllerFlags, ControllerEnvironment]:
+    """Flags and environment; FlagError or EnvironmentValueError names what is wrong."""
+    return parse_controller_flags(argv), ControllerEnvironment.from_mapping(environ)
+
+
+async def run_controller(
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    leader_work: Sequence[tuple[str, LeaderWork]] = (),
+    client: AsyncClient | None = None,
+) -> int:
+    """Run a replica until a signal, a lost Lease or a fatal error; returns the exit code."""
+    try:
+        flags, env = read_settings(argv, environ)
+    except (FlagError, EnvironmentValueError) as error:
+        configure_logging("text", "info")
+        _log.error("%s", error)
+        return EXIT_BAD_INPUT
+    configure_logging(flags.log_format, flags.log_level)
+    for notice in flags.notices:
+        _log.info("%s", notice)
+    try:
+        client = client or make_client(flags.kubeconfig)
+    except KubeClientError as error:
+        _log.error("%s", error)
+        return EXIT_BAD_INPUT
+    missing = await missing_crds(client)
+    if missing:
+        _log.error("%s", missing_crd_message(missing))
+        return EXIT_BAD_INPUT
+    informers = ControllerInformers.create(client)
+    state = AllocatorState(informers.caches(), env.isolation_policy, time.time)
+    process = ControllerProcess(flags, env, client, informers, state)
+    process.leader_work.extend(leader_work)
+    informers.feed(state)
+    informers.start(process.supervisor)
+    return await _serve(process)
+
+
+async def _serve(process: ControllerProcess) -> int:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, process.stopping.set)
+    flags, env = process.flags, process.env
+    lost = asyncio.Event()
+    if flags.leader_elect:
+        identity = env.pod_name or f"tensor-fusion-controller-{id(process):x}"
+        elector = LeaderElector(process.client, env.namespace, LEASE_NAME, identity)
+        process.elector = elector
+
+        def started() -> None:
+            process.supervisor.start("leadership", process.start_leading, restart=False,
+                                     critical=True)  # fmt: skip
+
+        def stopped() -> None:
+            if not process.stopping.is_set():
+                lost.set()
+
+        process.supervisor.start("leader-election", lambda: elector.run(started, stopped),
+                                 restart=False)  # fmt: skip
+    else:
+        process.supervisor.start("leadership", process.start_leading, restart=False, critical=True)
+    code = await _wait_for_end(process, lost)
+    await _shutdown(process)
+    return code
+
+
+async def _wait_for_end(process: ControllerProcess, lost: asyncio.Event) -> int:
+    waits = {
+        asyncio.create_task(process.stopping.wait(), name="wait signal"): EXIT_OK,
+        asyncio.create_task(lost.wait(), name="wait lost"): EXIT_LEADERSHIP_LOST,
+        asyncio.create_task(process.supervisor.wait_fatal(), name="wait fatal"): EXIT_FATAL,
+    }
+    done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    finished = next(iter(done))
+    code = waits[finished]
+    if code == EXIT_LEADERSHIP_LOST:
+        _log.error("leadership lost: stopping leader-only work and exiting")
+        await process.stop_leading()
+    elif code == EXIT_FATAL:
+        failure = finished.result()
+        assert isinstance(failure, TaskFailure)
+        _log.error("fatal: %s", failure)
+    else:
+        _log.info("signal received: shutting down")
+    return code
+
+
+async def _shutdown(process: ControllerProcess) -> None:
+    await process.stop_leading()
+    if process.elector is not None:
+        await process.elector.stop()
+    await process.supervisor.stop()
+    with contextlib.suppress(Exception):
+        await process.client.close()

@@ -1,0 +1,88 @@
+"""The informer caches every controller replica keeps, and their wiring to the allocator state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Node, Pod
+
+from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.controller.allocator_state import AllocatorState, StateCaches
+from tensorfusion.domain.annotations import KEYS
+from tensorfusion.runtime.informer import Informer
+from tensorfusion.runtime.informer_lightkube import LightkubeSource
+from tensorfusion.runtime.supervision import Supervisor
+
+__all__ = ["ControllerInformers"]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerInformers:
+    """One informer per resource the controller reads."""
+
+    gpus: Informer
+    gpu_nodes: Informer
+    nodes: Informer
+    pools: Informer
+    templates: Informer
+    quotas: Informer
+    clusters: Informer
+    workers: Informer
+
+    @classmethod
+    def create(cls, client: AsyncClient) -> ControllerInformers:
+        """Informers over the API server (worker pods by their component label)."""
+
+        def custom(kind: str) -> Informer:
+            return Informer(LightkubeSource(client, resource_of(kind)), name=kind)
+
+        return cls(
+            gpus=custom("GPU"),
+            gpu_nodes=custom("GPUNode"),
+            nodes=Informer(LightkubeSource(client, Node), name="Node"),
+            pools=custom("GPUPool"),
+            templates=custom("SchedulingConfigTemplate"),
+            quotas=custom("GPUResourceQuota"),
+            clusters=custom("TensorFusionCluster"),
+            workers=Informer(
+                LightkubeSource(client, Pod, labels={KEYS.component: "worker"}), name="worker-pods"
+            ),
+        )
+
+    def all(self) -> tuple[Informer, ...]:
+        """Every informer."""
+        return (self.gpus, self.gpu_nodes, self.nodes, self.pools, self.templates, self.quotas,
+                self.clusters, self.workers)  # fmt: skip
+
+    def start(self, supervisor: Supervisor) -> None:
+        """Run every informer under the supervisor."""
+        for informer in self.all():
+            supervisor.start(f"informer {informer.name}", informer.run)
+
+    @property
+    def synced(self) -> bool:
+        """Whether every cache holds its first list."""
+        return all(informer.has_synced for informer in self.all())
+
+    async def wait_synced(self) -> None:
+        """Until every cache holds its first list."""
+        for informer in self.all():
+            await informer.wait_synced()
+
+    def caches(self) -> StateCaches:
+        """The caches the allocator state reads."""
+        return StateCaches(
+            gpus=self.gpus, gpu_nodes=self.gpu_nodes, nodes=self.nodes, pools=self.pools,
+            templates=self.templates, quotas=self.quotas, pods=self.workers,
+        )  # fmt: skip
+
+    def feed(self, state: AllocatorState) -> None:
+        """Send every cache change to the allocator state (ignored until it recovered)."""
+        self.gpus.add_handler(state.on_gpu)
+        self.pools.add_handler(state.on_pool_or_template)
+        self.templates.add_handler(state.on_pool_or_template)
+        self.quotas.add_handler(state.on_quota)
+        self.nodes.add_handler(state.on_node)
+        self.gpu_nodes.add_handler(state.on_node)
+        self.workers.add_handler(state.on_pod)

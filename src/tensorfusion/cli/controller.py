@@ -1,0 +1,25 @@
+"""`tensor-fusion controller`: a controller replica, with the flags `controller.command` gives."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import typer
+
+from tensorfusion.app.controller import run_controller
+
+__all__ = ["CONTEXT", "controller"]
+
+CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def controller(ctx: typer.Context) -> None:
+    """Run a controller replica.
+
+    Flags as the chart's `controller.command` writes them (Go style: `-leader-elect`,
+    `-metrics-bind-address :9000`, ...; deployment.md §3.1), plus `--kubeconfig FILE` and
+    `--log-format json` out of a pod. Exit 1 when the replica lost the Lease, 2 on a bad flag,
+    variable or missing CRD, 3 on a fatal error.
+    """
+    raise typer.Exit(asyncio.run(run_controller(list(ctx.args), os.environ)))
