@@ -11,19 +11,11 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.capacity_figures import (
-    CapacityTotals,
-    node_capacity,
-    pool_capacities,
-)
+from tensorfusion.domain.cluster_metrics import gpu_figures, node_and_pool_figures, worker_figures
 from tensorfusion.domain.metrics.recorders import (
     ClusterSnapshot,
-    GPUFigures,
     GPUUsageSample,
-    NodeFigures,
     PoolCounters,
-    PoolFigures,
     RowSink,
     WorkerFigures,
     WorkerUsageSample,
@@ -69,57 +61,11 @@ class MetricsRecorder:
             self._pending = []
 
 
-def _gpu_figures(allocator: Allocator) -> list[GPUFigures]:
-    return [
-        GPUFigures(
-            name=g.name,
-            node=g.node,
-            pool=g.pool,
-            model=g.model,
-            phase=g.phase.value,
-            capacity_tflops_milli=g.capacity_tflops,
-            capacity_vram=g.capacity_vram,
-            available_tflops_milli=g.available_tflops,
-            available_vram=g.available_vram,
-        )
-        for g in allocator.gpus.values()
-    ]
-
-
-def _node_and_pool_figures(allocator: Allocator) -> tuple[list[NodeFigures], list[PoolFigures]]:
-    capacities = [node_capacity(allocator, n) for n in allocator.nodes.values() if n.gpus]
-    nodes = [
-        NodeFigures(
-            name=node.name, pool=node.pool, phase="Running", gpu_count=len(node.gpus),
-            **_figures(node.totals),
-        )
-        for node in capacities
-    ]  # fmt: skip
-    pools = [
-        PoolFigures(name=name, phase="Running", gpu_count=pool.gpus, **_figures(pool.totals))
-        for name, pool in pool_capacities(allocator, capacities).items()
-    ]
-    return nodes, pools
-
-
-def _figures(totals: CapacityTotals) -> dict[str, int]:
-    return {
-        "total_tflops_milli": totals.total_tflops,
-        "available_tflops_milli": totals.available_tflops,
-        "total_vram": totals.total_vram,
-        "available_vram": totals.available_vram,
-        "virtual_tflops_milli": totals.virtual_tflops,
-        "virtual_available_tflops_milli": totals.virtual_available_tflops,
-        "virtual_vram": totals.virtual_vram,
-        "virtual_available_vram": totals.virtual_available_vram,
-    }
-
-
 def build_snapshot(t: float, cluster: VirtualCluster, pods: Sequence[SimPod]) -> ClusterSnapshot:
     """The recorders' view of the virtual cluster, with simulated usage."""
     allocator = cluster.allocator
-    gpus = _gpu_figures(allocator)
-    nodes, pools = _node_and_pool_figures(allocator)
+    gpus = gpu_figures(allocator)
+    nodes, pools = node_and_pool_figures(allocator)
     workers: list[WorkerFigures] = []
     worker_usage: list[WorkerUsageSample] = []
     used_percent: dict[str, float] = {}
@@ -131,21 +77,9 @@ def build_snapshot(t: float, cluster: VirtualCluster, pods: Sequence[SimPod]) ->
             continue
         per_pool_workers[request.pool] = per_pool_workers.get(request.pool, 0) + 1
         members = [allocator.gpus[name] for name in pod.gpus if name in allocator.gpus]
-        capacity = members[0].capacity_tflops if members else 0
         workers.append(
-            WorkerFigures(
-                pod=pod.name, namespace=pod.namespace, pool=request.pool, node=pod.node,
-                pod_uid=pod.uid, workload=request.workload or pod.entry, qos=request.qos.value,
-                gpu_count=request.count,
-                tflops_request=request.request.tflops_on(capacity) / 1000,
-                tflops_limit=request.limit.tflops_on(capacity) / 1000,
-                vram_request=float(request.request.vram_bytes),
-                vram_limit=float(request.limit.vram_bytes or request.request.vram_bytes),
-                ready=True,
-                gpus=tuple((g.name, g.model, g.index) for g in members),
-                gpu_ids_annotation=",".join(pod.gpus),
-            )
-        )  # fmt: skip
+            worker_figures(allocator, allocator.records[pod.uid], ready=True, workload=pod.entry)
+        )
         load = _wave(pod.key, t)
         for gpu in members:
             share = request.request.tflops_on(gpu.capacity_tflops) / gpu.capacity_tflops

@@ -5,6 +5,8 @@ from __future__ import annotations
 from tensorfusion.adapters.package_data import default_alert_rule_set
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
 from tensorfusion.domain.alerting.replay import replay_alerts
+from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.cluster_metrics import node_and_pool_figures, worker_figures
 from tensorfusion.domain.metrics.recorders import (
     ClusterSnapshot,
     GPUFigures,
@@ -18,6 +20,7 @@ from tensorfusion.domain.metrics.recorders import (
     snapshot_rows,
 )
 from tensorfusion.domain.metrics.schema import table
+from tests.unit.allocator.builders import gpu, request
 
 GIB = 1 << 30
 
@@ -156,3 +159,16 @@ def test_recorded_intervals_feed_the_default_rules() -> None:
         "WorkerAllocationFailed",
     } <= fired
     assert report.errors == []
+
+
+def test_worker_figures_come_from_the_allocation_record() -> None:
+    allocator = Allocator()
+    allocator.upsert_gpu(gpu("g1", "n1", capacity=("200", "80Gi")))
+    wanted = request("p", ("0", "10Gi"), percent="50", limit=("150", "20Gi"))
+    record = allocator.assume(wanted, "n1", ["g1"], 0)
+    figures = worker_figures(allocator, record, ready=False, workload="fallback")
+    assert (figures.pod, figures.node, figures.workload, figures.ready) == ("p", "n1", "p", False)
+    assert (figures.tflops_request, figures.tflops_limit) == (100.0, 150.0)
+    assert figures.gpu_ids_annotation == "g1" and figures.gpus == (("g1", "A100", None),)
+    nodes, pools = node_and_pool_figures(allocator, {"n1": "Pending"})
+    assert nodes[0].phase == "Pending" and pools[0].phase == "Running"
