@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tensorfusion.domain.durations import DurationError, parse_go_duration
-from tensorfusion.domain.scheduling.native import NativeInputError, PodRequirements
+from tensorfusion.domain.scheduling.native.pod_shape import pod_shape_problem
 from tensorfusion.sim.input_errors import load_model
 
 __all__ = [
@@ -92,33 +92,6 @@ class WorkloadFile(BaseModel):
                     )
                 seen[key] = i
         return self
-
-
-def pod_shape_problem(pod: Any) -> str | None:
-    """What is wrong with the shape of a pod manifest (None when it can be scheduled)."""
-    if not isinstance(pod, dict):
-        return "a pod must be a mapping"
-    if pod.get("kind", "Pod") != "Pod":
-        return f"kind must be Pod, got {pod.get('kind')!r}"
-    metadata = pod.get("metadata", {})
-    if not isinstance(metadata, dict):
-        return "metadata must be a mapping"
-    for key in ("labels", "annotations"):
-        values = metadata.get(key) or {}
-        if not isinstance(values, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in values.items()
-        ):
-            return f'metadata.{key} must map strings to strings (quote values like "true")'
-    spec = pod.get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
-        return "spec.containers: a pod needs at least one container"
-    if not spec["containers"]:
-        return "spec.containers: a pod needs at least one container"
-    try:
-        PodRequirements.from_pod(pod)
-    except NativeInputError as exc:
-        return str(exc)
-    return None
 
 
 def load_workload(path: Path) -> WorkloadFile:

@@ -22,11 +22,34 @@ from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.model import GPU, GPUPool, GPUResourceQuota
 from tensorfusion.domain.pod_request import request_from_pod
 
-__all__ = ["PodPreparer", "PreparationError", "PreparedPod"]
+__all__ = [
+    "NotAGPUWorkerError",
+    "PodPreparer",
+    "PreparationError",
+    "PreparedPod",
+    "not_a_gpu_worker",
+]
 
 
 class PreparationError(ValueError):
     """The pod would be denied at admission, or is not a GPU worker."""
+
+
+class NotAGPUWorkerError(PreparationError):
+    """The pod has neither label `enabled: "true"` nor `component: worker`."""
+
+
+def not_a_gpu_worker(pod: Mapping[str, Any]) -> str | None:
+    """Why admission would not act on the pod (`NotAGPUWorker`), or None when it would."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    if labels.get(KEYS.component) == "worker" or labels.get(KEYS.enabled) == "true":
+        return None
+    who = f"{metadata.get('namespace') or 'default'}/{metadata.get('name') or 'pod'}"
+    return (
+        f"pod {who} is not a GPU worker (NotAGPUWorker): it has neither "
+        f'label {KEYS.enabled}: "true" nor {KEYS.component}: worker'
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +90,10 @@ class PodPreparer:
         pod = copy.deepcopy(dict(manifest))
         metadata = pod.setdefault("metadata", {})
         metadata["name"], metadata["namespace"], metadata["uid"] = name, namespace, uid
-        labels = metadata.get("labels") or {}
-        worker = labels.get(KEYS.component) == "worker"
-        if not worker and labels.get(KEYS.enabled) != "true":
-            raise PreparationError(
-                f"pod {namespace}/{name} is not a GPU worker (NotAGPUWorker): it has neither "
-                f'label {KEYS.enabled}: "true" nor {KEYS.component}: worker'
-            )
+        problem = not_a_gpu_worker(pod)
+        if problem is not None:
+            raise NotAGPUWorkerError(problem)
+        worker = (metadata.get("labels") or {}).get(KEYS.component) == "worker"
         mutated = False
         warnings: list[str] = []
         if not worker and mutate:

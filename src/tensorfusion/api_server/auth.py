@@ -1,0 +1,59 @@
+"""State-changing endpoints need the bearer token of the controller's own ServiceAccount,
+checked by TokenReview (scheduling.md §16): 401 `Unauthorized` without a valid token, 403
+`Forbidden` for a valid token of anyone else."""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from tensorfusion.api_server.backend import ApiBackend
+from tensorfusion.api_server.responses import ApiError
+
+__all__ = ["bearer_token", "require_controller_service_account"]
+
+_log = logging.getLogger(__name__)
+
+_UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="tensor-fusion"'}
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "Unauthorized", message, _UNAUTHORIZED_HEADERS)
+
+
+def bearer_token(request: web.Request) -> str:
+    """The token of `Authorization: Bearer <token>`; ApiError 401 without one."""
+    header = request.headers.get("Authorization")
+    if header is None:
+        raise _unauthorized("this endpoint needs Authorization: Bearer <ServiceAccount token>")
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise _unauthorized("the Authorization header must be: Bearer <ServiceAccount token>")
+    return token
+
+
+async def require_controller_service_account(request: web.Request, backend: ApiBackend) -> str:
+    """The username of a valid token of the controller's ServiceAccount; else ApiError 401
+    (no or invalid token), 403 (someone else's token) or 503 (TokenReview failed)."""
+    token = bearer_token(request)
+    try:
+        review = await backend.review_token(token)
+    except Exception as exc:
+        _log.warning("TokenReview for %s failed: %s", request.path, exc)
+        raise ApiError(
+            503, "TokenReviewFailed", f"the token cannot be checked now (TokenReview): {exc}"
+        ) from None
+    if not review.authenticated:
+        detail = f": {review.error}" if review.error else ""
+        raise _unauthorized(f"the bearer token is not valid{detail}")
+    own = backend.service_account()
+    if review.username != own:
+        raise ApiError(
+            403,
+            "Forbidden",
+            f"{review.username or 'this user'} may not call {request.path}: only the "
+            f"controller's ServiceAccount ({own}) may",
+        )
+    return own

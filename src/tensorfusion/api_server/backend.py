@@ -1,0 +1,121 @@
+"""What the controller's HTTP servers need from the controller process.
+
+The app layer implements `ApiBackend` (the `/api/*` handlers) and `HealthBackend` (`/readyz`);
+one object may implement both. Every method but `leader_address` and `review_token` is called
+on the event loop and must not block; the allocator and the simulation inputs are read without
+an await in between, so a handler sees them as one consistent state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tensorfusion.domain.admission.dry_run import PodPreparer
+from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
+from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
+from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
+from tensorfusion.domain.vocabulary import IsolationPolicy
+
+__all__ = [
+    "ApiBackend",
+    "HealthBackend",
+    "SimulationInputs",
+    "TokenReviewResult",
+    "service_account_username",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationInputs:
+    """What one `POST /api/simulate-schedule` runs on (scheduling.md §16.1).
+
+    `native`: Nodes and the pods bound to them; the simulation adds the pod and forgets it
+    again before it returns. `allocator`: a copy (`snapshot.allocator_copy`) or the live one;
+    it is only read. `preparer`: the admission dry run; its index is previewed, never taken.
+    """
+
+    preparer: PodPreparer
+    native: NativeCluster
+    allocator: Allocator
+    args: GPUSchedulingArgs
+    weights: ScoreWeights
+
+
+@dataclass(frozen=True, slots=True)
+class TokenReviewResult:
+    """The answer of a TokenReview: whether the token is valid and whose it is.
+
+    `error`: why the token was not authenticated (the TokenReview's `status.error`), for the
+    401 message.
+    """
+
+    authenticated: bool
+    username: str | None = None
+    error: str | None = None
+
+
+def service_account_username(namespace: str, name: str) -> str:
+    """The username a ServiceAccount token authenticates as (TokenReview `status.user`)."""
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+class HealthBackend(Protocol):
+    """What `/readyz` reads: never leadership, the allocator or the metrics store."""
+
+    def missing_for_traffic(self) -> Sequence[str]:
+        """What keeps this replica from taking traffic (e.g. "webhook listener",
+        "informer caches"); empty when the listeners are up and the caches synced."""
+        ...
+
+
+class ApiBackend(Protocol):
+    """What the `/api/*` handlers need from the controller process."""
+
+    def is_leader(self) -> bool:
+        """Whether this replica leads now (it answers `/api/*` itself)."""
+        ...
+
+    async def leader_address(self) -> str | None:
+        """The leader's API address as `ip:port` (`[ip]:port` for IPv6), from the leader-info
+        ConfigMap; None when no leader is known. May raise (answered 503 `NotLeader`)."""
+        ...
+
+    def allocator(self) -> Allocator | None:
+        """The leader's allocator; None until recovery has run."""
+        ...
+
+    def simulation_inputs(self) -> SimulationInputs | None:
+        """The inputs of one simulation; None until the allocator and caches are ready."""
+        ...
+
+    def max_worker_per_node(self) -> int:
+        """`GPUResourcesFit.maxWorkerPerNode` of the scheduler configuration."""
+        ...
+
+    def isolation_policy(self) -> IsolationPolicy:
+        """`TF_ISOLATION_MODE_POLICY` (shown even before recovery)."""
+        ...
+
+    def take_pod_index(self) -> int:
+        """The next pod index from the leader's `PodIndexCounter` (advances it)."""
+        ...
+
+    def alerts_status(self) -> Mapping[str, Any]:
+        """The body of `GET /api/alerts` for this replica (alerting.md §9)."""
+        ...
+
+    def config_status(self) -> Mapping[str, Any]:
+        """The body of `GET /api/config` for this replica (alerting.md §9)."""
+        ...
+
+    def service_account(self) -> str:
+        """The controller's own ServiceAccount as a username (`service_account_username`)."""
+        ...
+
+    async def review_token(self, token: str) -> TokenReviewResult:
+        """A TokenReview of the bearer token (cached by the implementation, 5 minutes).
+        May raise when the API server cannot be asked (answered 503 `TokenReviewFailed`)."""
+        ...

@@ -1,0 +1,106 @@
+"""A replica that is not the leader forwards requests to the leader (scheduling.md §16).
+
+Method, path, query, body and the `Authorization`, `Content-Type` and `Accept` headers go to
+`http://<leader address><path>?<query>`; the leader's status, body and `Content-Type`,
+`Retry-After` and `WWW-Authenticate` headers come back. No leader known, the leader unreachable
+or too slow: 503 `NotLeader` with `Retry-After: 5`. A forwarded request carries
+`X-Tensor-Fusion-Forwarded`; a replica that receives one and is not the leader either answers
+503 instead of forwarding again (the leader-info ConfigMap is out of date), so requests never
+go round in circles.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from tensorfusion.api_server.responses import ApiError
+from tensorfusion.api_server.serving import join_host_port, parse_host_port
+
+__all__ = ["FORWARDED_HEADER", "LeaderForwarder"]
+
+_log = logging.getLogger(__name__)
+
+FORWARDED_HEADER = "X-Tensor-Fusion-Forwarded"
+RETRY_AFTER_S = 5
+_REQUEST_HEADERS = ("Authorization", "Content-Type", "Accept")
+_RESPONSE_HEADERS = ("Content-Type", "Retry-After", "WWW-Authenticate")
+
+
+def _not_leader(message: str) -> ApiError:
+    return ApiError(503, "NotLeader", message, {"Retry-After": str(RETRY_AFTER_S)})
+
+
+class LeaderForwarder:
+    """Forwards requests to the address `leader_address` returns; one client session,
+    created on first use and closed by `close()`."""
+
+    def __init__(
+        self,
+        leader_address: Callable[[], Awaitable[str | None]],
+        timeout: float = 10.0,
+    ) -> None:
+        self._leader_address = leader_address
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        """Close the client session (the API app's cleanup)."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _target(self) -> str:
+        try:
+            address = await self._leader_address()
+        except Exception as exc:
+            _log.warning("cannot read the leader's address: %s", exc)
+            raise _not_leader(
+                f"this replica is not the leader and the leader's address cannot be read: {exc}"
+            ) from None
+        if not address:
+            raise _not_leader("this replica is not the leader and no leader is known")
+        try:
+            host, port = parse_host_port(address, "leader address")
+        except ValueError as exc:
+            raise _not_leader(f"this replica is not the leader: {exc}") from None
+        if not host:
+            raise _not_leader(f"this replica is not the leader: leader address {address!r}")
+        return join_host_port(host, port)
+
+    async def forward(self, request: web.Request) -> web.Response:
+        """The leader's answer to `request`; ApiError 503 `NotLeader` when there is none."""
+        if FORWARDED_HEADER in request.headers:
+            raise _not_leader(
+                "this replica received a forwarded request but is not the leader either "
+                "(the leader-info ConfigMap is out of date; retry)"
+            )
+        target = await self._target()
+        body = await request.read()
+        headers = {
+            name: request.headers[name] for name in _REQUEST_HEADERS if name in request.headers
+        }
+        headers[FORWARDED_HEADER] = "1"
+        url = URL(f"http://{target}{request.raw_path}", encoded=True)
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        try:
+            async with self._session.request(
+                request.method, url, data=body or None, headers=headers, allow_redirects=False
+            ) as answer:
+                data = await answer.read()
+                kept = {n: answer.headers[n] for n in _RESPONSE_HEADERS if n in answer.headers}
+                status = answer.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            reason = str(exc) or type(exc).__name__
+            _log.warning("forwarding %s %s to the leader at %s failed: %s",
+                         request.method, request.path, target, reason)  # fmt: skip
+            raise _not_leader(
+                f"this replica is not the leader and forwarding to the leader at {target} "
+                f"failed: {reason}"
+            ) from None
+        return web.Response(status=status, body=data, headers=kept)
