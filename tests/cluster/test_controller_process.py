@@ -3,17 +3,20 @@ leader, recovery, takeover after `kill -9`, and a replica that loses the Lease e
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 from lightkube import AsyncClient
 from lightkube.resources.coordination_v1 import Lease
 
 from tensorfusion.runtime.leader_election import LEASE_NAME
 
-from .controlplane import Component, ControlPlane, eventually
+from .controlplane import Component, ControlPlane, eventually, free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -28,28 +31,51 @@ async def install_crds(control_plane: ControlPlane) -> None:
     )
 
 
-Start = Callable[..., Component]
+@dataclass
+class Replica:
+    """A controller replica: its process, its address (a loopback IP of its own) and ports."""
+
+    component: Component
+    ip: str
+    api_port: int
+    health_port: int
+
+    def url(self, path: str, *, health: bool = False) -> str:
+        port = self.health_port if health else self.api_port
+        return f"http://{self.ip}:{port}{path}"
+
+    async def get(self, path: str, *, health: bool = False) -> tuple[int, str]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(self.url(path, health=health), timeout=aiohttp.ClientTimeout(5)) as reply,
+        ):
+            return reply.status, await reply.text()
+
+
+Start = Callable[..., Replica]
 
 
 @pytest.fixture
 def replicas(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    """Starts controller replicas in the test namespace; stops them afterwards."""
+    """Starts controller replicas in the test namespace, each on a loopback IP of its own
+    (as pods have), all with the same API port; stops them afterwards."""
     started: list[Component] = []
+    api_port = free_port()
 
-    def start(name: str, *flags: str) -> Component:
+    def start(name: str, *flags: str) -> Replica:
+        ip = f"127.0.0.{len(started) + 2}"
+        health_port = free_port()
         replica = Component(
             name,
-            [EXECUTABLE, "controller", "--kubeconfig", str(control_plane.kubeconfig), *flags],
+            [EXECUTABLE, "controller", "--kubeconfig", str(control_plane.kubeconfig),
+             "-health-probe-bind-address", f"{ip}:{health_port}", *flags],
             tmp_path / f"{name}.log",
-            env={
-                "POD_NAME": name,
-                "POD_IP": f"10.0.0.{len(started) + 1}",
-                "OPERATOR_NAMESPACE": namespace,
-            },
-        )
+            env={"POD_NAME": name, "POD_IP": ip, "OPERATOR_NAMESPACE": namespace,
+                 "PORT": str(api_port), "API_BIND_HOST": ip},
+        )  # fmt: skip
         replica.start()
         started.append(replica)
-        return replica
+        return Replica(replica, ip, api_port, health_port)
 
     yield start
     for replica in started:
@@ -88,30 +114,49 @@ async def test_one_leader_and_a_takeover_after_kill_9(
     async def led_by_first() -> bool:
         return await holder(kube, namespace) == "replica-a"
 
-    await eventually(led_by_first, what="replica-a to lead", components=[first])
+    await eventually(led_by_first, what="replica-a to lead", components=[first.component])
     second = replicas("replica-b", "-leader-elect")
 
-    async def recovered() -> bool:
-        return "allocator recovered" in first.log_path.read_text()
+    async def allocation_ready(replica: Replica) -> bool:
+        try:
+            status, body = await replica.get("/api/allocation")
+        except aiohttp.ClientError:
+            return False
+        return status == 200 and json.loads(body)["ready"] is True
 
-    await eventually(recovered, what="replica-a to recover the allocator", components=[first])
-    first.kill()
+    async def both_answer() -> bool:
+        return await allocation_ready(first) and await allocation_ready(second)
+
+    # The follower forwards /api/* to the leader's POD_IP from the leader-info ConfigMap.
+    await eventually(both_answer, what="/api/allocation ready on both replicas",
+                     components=[first.component, second.component])  # fmt: skip
+
+    async def second_ready() -> bool:
+        try:
+            return (await second.get("/readyz", health=True))[0] == 200
+        except aiohttp.ClientError:
+            return False
+
+    await eventually(second_ready, what="replica-b /readyz", components=[second.component])
+    first.component.kill()
+    probes: list[int] = []
 
     async def led_by_second() -> bool:
-        return await holder(kube, namespace) == "replica-b"
+        probes.append((await second.get("/readyz", health=True))[0])
+        return await holder(kube, namespace) == "replica-b" and await allocation_ready(second)
 
     # The Lease lasts 15 s: replica-b takes it at most one retry period (with jitter) later.
     await eventually(led_by_second, what="replica-b to take over within 20 s", timeout=20,
-                     components=[second])  # fmt: skip
-    assert second.exit_code is None
-    assert "allocator recovered" in second.log_path.read_text()
+                     components=[second.component])  # fmt: skip
+    assert set(probes) == {200}, "the survivor's /readyz never depends on leadership"
+    assert second.component.exit_code is None
 
 
 async def test_a_replica_that_loses_the_lease_exits_1(
     control_plane: ControlPlane, kube: AsyncClient, namespace: str, replicas: Start
 ) -> None:
     await install_crds(control_plane)
-    leader = replicas("replica-c", "-leader-elect")
+    leader = replicas("replica-c", "-leader-elect").component
 
     async def leads() -> bool:
         return await holder(kube, namespace) == "replica-c"

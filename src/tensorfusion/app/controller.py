@@ -16,15 +16,31 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from lightkube import AsyncClient
+from prometheus_client import CollectorRegistry
 
 from tensorfusion.adapters.kube.client import KubeClientError, make_client
 from tensorfusion.adapters.kube.custom_resources import missing_crd_message, missing_crds
+from tensorfusion.adapters.package_data import default_scheduler_config
+from tensorfusion.api_server.api_app import create_api_app
+from tensorfusion.api_server.health_app import create_health_app
+from tensorfusion.api_server.metrics_app import create_metrics_app
+from tensorfusion.api_server.serving import RunningServer, join_host_port, serve
+from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
+from tensorfusion.controller.native_state import NativeState
+from tensorfusion.domain.scheduling.native import NativePlugins
+from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
+from tensorfusion.domain.scheduling.scheduler_config import (
+    SchedulerConfigError,
+    read_scheduler_settings,
+    scheduler_config_from_yaml,
+)
 from tensorfusion.domain.settings.controller_environment import (
     ControllerEnvironment,
     EnvironmentValueError,
@@ -157,13 +173,60 @@ async def run_controller(
     if missing:
         _log.error("%s", missing_crd_message(missing))
         return EXIT_BAD_INPUT
+    try:
+        settings = read_scheduler_settings(_scheduler_config(flags))
+    except (OSError, SchedulerConfigError) as error:
+        _log.error("-scheduler-config %s: %s", flags.scheduler_config, error)
+        return EXIT_BAD_INPUT
     informers = ControllerInformers.create(client)
     state = AllocatorState(informers.caches(), env.isolation_policy, time.time)
+    native = NativeState(NativePlugins(settings.node_resources_fit))
     process = ControllerProcess(flags, env, client, informers, state)
     process.leader_work.extend(leader_work)
     informers.feed(state)
+    informers.feed_native(native)
+    backend = ControllerBackend(
+        client=client, namespace=env.namespace, service_account_name=env.service_account,
+        api_port=env.api_port, isolation=env.isolation_policy,
+        args=gpu_scheduling_args(settings), weights=settings.score_weights, state=state,
+        native=native, pools=informers.pools, quotas=informers.quotas, gpus=informers.gpus,
+        informers=informers.all(), leading=process.is_leader,
+    )  # fmt: skip
     informers.start(process.supervisor)
-    return await _serve(process)
+    try:
+        servers = await _start_servers(flags, env, backend)
+    except OSError as error:
+        _log.error("cannot listen: %s", error)
+        await process.supervisor.stop()
+        return EXIT_BAD_INPUT
+    try:
+        return await _serve(process)
+    finally:
+        for server in servers:
+            await server.stop()
+
+
+def _scheduler_config(flags: ControllerFlags) -> dict[str, Any]:
+    """The `scheduler-config.yaml` of the flag; out of a pod, the chart's default."""
+    path = Path(flags.scheduler_config)
+    if not path.exists() and "scheduler-config" not in flags.given:
+        _log.info("%s not found: using the chart's default scheduler configuration", path)
+        return default_scheduler_config()
+    return scheduler_config_from_yaml(path.read_text(encoding="utf-8"), str(path))
+
+
+async def _start_servers(
+    flags: ControllerFlags, env: ControllerEnvironment, backend: ControllerBackend
+) -> list[RunningServer]:
+    servers = [await serve(create_health_app(backend), flags.health_probe_bind_address)]
+    api = join_host_port(env.api_host, env.api_port) if env.api_host else f":{env.api_port}"
+    servers.append(await serve(create_api_app(backend), api))
+    if flags.metrics_enabled:
+        registry = CollectorRegistry()
+        servers.append(await serve(create_metrics_app(registry), flags.metrics_bind_address))
+    for server in servers:
+        _log.info("listening on %s", server.address)
+    return servers
 
 
 async def _serve(process: ControllerProcess) -> int:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lightkube import AsyncClient
+from lightkube.operators import not_equal
 from lightkube.resources.core_v1 import Node, Pod
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.controller.allocator_state import AllocatorState, StateCaches
+from tensorfusion.controller.native_state import NativeState
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.informer_lightkube import LightkubeSource
@@ -29,6 +31,7 @@ class ControllerInformers:
     quotas: Informer
     clusters: Informer
     workers: Informer
+    bound_pods: Informer
 
     @classmethod
     def create(cls, client: AsyncClient) -> ControllerInformers:
@@ -48,12 +51,16 @@ class ControllerInformers:
             workers=Informer(
                 LightkubeSource(client, Pod, labels={KEYS.component: "worker"}), name="worker-pods"
             ),
+            bound_pods=Informer(
+                LightkubeSource(client, Pod, fields={"spec.nodeName": not_equal("")}),
+                name="bound-pods",
+            ),
         )
 
     def all(self) -> tuple[Informer, ...]:
         """Every informer."""
         return (self.gpus, self.gpu_nodes, self.nodes, self.pools, self.templates, self.quotas,
-                self.clusters, self.workers)  # fmt: skip
+                self.clusters, self.workers, self.bound_pods)  # fmt: skip
 
     def start(self, supervisor: Supervisor) -> None:
         """Run every informer under the supervisor."""
@@ -76,6 +83,11 @@ class ControllerInformers:
             gpus=self.gpus, gpu_nodes=self.gpu_nodes, nodes=self.nodes, pools=self.pools,
             templates=self.templates, quotas=self.quotas, pods=self.workers,
         )  # fmt: skip
+
+    def feed_native(self, native: NativeState) -> None:
+        """Keep the native view (Nodes and bound pods) current."""
+        self.nodes.add_handler(native.on_node)
+        self.bound_pods.add_handler(native.on_pod)
 
     def feed(self, state: AllocatorState) -> None:
         """Send every cache change to the allocator state (ignored until it recovered)."""

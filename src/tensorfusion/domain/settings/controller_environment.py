@@ -76,6 +76,12 @@ class ControllerEnvironment:
     enable_webhooks: bool = True
     enable_scheduler: bool = True
     enable_cr_controller: bool = True
+    api_port: int = 8080
+    api_host: str = ""
+    """`API_BIND_HOST`: the address the API listens on (all by default); replicas sharing one
+    host (tests, `dev up`) each take a loopback address, which is also their `POD_IP`."""
+    service_account: str = DEFAULT_RELEASE
+    """The controller's own ServiceAccount (the only caller of state-changing `/api/*`)."""
     tsdb: TsdbEnvironment = TsdbEnvironment()
 
     @classmethod
@@ -113,5 +119,10 @@ class ControllerEnvironment:
             enable_webhooks=_bool(env, "ENABLE_WEBHOOKS", True),
             enable_scheduler=_bool(env, "ENABLE_SCHEDULER", True),
             enable_cr_controller=_bool(env, "ENABLE_CR_CONTROLLER", True),
+            api_port=_port(env, "PORT", 8080),
+            api_host=env.get("API_BIND_HOST", "").strip(),
+            service_account=env.get("SERVICE_ACCOUNT_NAME", "").strip()
+            or env.get("TF_RELEASE_FULLNAME", "").strip()
+            or DEFAULT_RELEASE,
             tsdb=tsdb,
         )

@@ -1,0 +1,176 @@
+"""The controller process as the HTTP servers see it (`api_server.ApiBackend`, `HealthBackend`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from lightkube import AsyncClient
+from lightkube.models.authentication_v1 import TokenReviewSpec
+from lightkube.resources.authentication_v1 import TokenReview
+
+from tensorfusion.api_server.backend import (
+    SimulationInputs,
+    TokenReviewResult,
+    service_account_username,
+)
+from tensorfusion.api_server.serving import join_host_port
+from tensorfusion.controller.allocator_state import AllocatorState
+from tensorfusion.controller.native_state import NativeState
+from tensorfusion.domain.admission.dry_run import PodPreparer
+from tensorfusion.domain.admission.pod_index import PodIndexCounter
+from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
+from tensorfusion.domain.allocator.snapshot import allocator_copy
+from tensorfusion.domain.model import GPU, GPUPool, ModelError, load_as
+from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
+from tensorfusion.domain.vocabulary import IsolationPolicy
+from tensorfusion.runtime.informer import Informer
+from tensorfusion.runtime.leader_election import read_leader_ip
+
+__all__ = ["ControllerBackend"]
+
+_log = logging.getLogger(__name__)
+TOKEN_CACHE_S: Final = 300.0
+
+
+@dataclass(slots=True)
+class ControllerBackend:
+    """Reads of the controller's state for the `/api/*` handlers and `/readyz`."""
+
+    client: AsyncClient
+    namespace: str
+    service_account_name: str
+    api_port: int
+    isolation: IsolationPolicy
+    args: GPUSchedulingArgs
+    weights: ScoreWeights
+    state: AllocatorState
+    native: NativeState
+    pools: Informer
+    quotas: Informer
+    gpus: Informer
+    informers: Sequence[Informer]
+    leading: Callable[[], bool]
+    alerts: Callable[[], Mapping[str, Any]] = dict
+    config: Callable[[], Mapping[str, Any]] = dict
+    listeners_up: Callable[[], bool] = lambda: True
+    counter: PodIndexCounter = field(default_factory=PodIndexCounter)
+    clock: Callable[[], float] = time.monotonic
+    _reviews: dict[str, tuple[float, TokenReviewResult]] = field(default_factory=dict)
+
+    # ---- HealthBackend -----------------------------------------------------------------------
+
+    def missing_for_traffic(self) -> Sequence[str]:
+        """What keeps this replica from taking traffic; empty when ready."""
+        missing = []
+        if not self.listeners_up():
+            missing.append("HTTP listeners")
+        unsynced = [i.name for i in self.informers if not i.has_synced]
+        if unsynced:
+            missing.append(f"informer caches ({', '.join(unsynced)})")
+        return missing
+
+    # ---- ApiBackend --------------------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        """Whether this replica leads."""
+        return self.leading()
+
+    async def leader_address(self) -> str | None:
+        """`ip:port` of the leader's API, from the leader-info ConfigMap."""
+        ip = await read_leader_ip(self.client, self.namespace)
+        return None if ip is None else join_host_port(ip, self.api_port)
+
+    def allocator(self) -> Allocator | None:
+        """The live allocator once recovered (None before)."""
+        return self.state.allocator
+
+    def simulation_inputs(self) -> SimulationInputs | None:
+        """A copy of the allocator, the native view and the admission facts of the caches."""
+        allocator = self.state.allocator
+        if allocator is None:
+            return None
+        return SimulationInputs(
+            preparer=PodPreparer(self._typed_pools(), self._effective_quotas(), self._gpus()),
+            native=self.native.cluster,
+            allocator=allocator_copy(allocator),
+            args=self.args,
+            weights=self.weights,
+        )
+
+    def max_worker_per_node(self) -> int:
+        """The GPUResourcesFit argument of the profile."""
+        return self.args.max_worker_per_node
+
+    def isolation_policy(self) -> IsolationPolicy:
+        """The controller's isolation policy."""
+        return self.isolation
+
+    def take_pod_index(self) -> int:
+        """The next pod index of the leader's cyclic counter."""
+        return self.counter.take()
+
+    def alerts_status(self) -> Mapping[str, Any]:
+        """`GET /api/alerts` of this replica."""
+        return self.alerts()
+
+    def config_status(self) -> Mapping[str, Any]:
+        """`GET /api/config` of this replica."""
+        return self.config()
+
+    def service_account(self) -> str:
+        """The username of the controller's own ServiceAccount."""
+        return service_account_username(self.namespace, self.service_account_name)
+
+    async def review_token(self, token: str) -> TokenReviewResult:
+        """A TokenReview of `token`, cached for five minutes."""
+        now = self.clock()
+        known = self._reviews.get(token)
+        if known is not None and now - known[0] < TOKEN_CACHE_S:
+            return known[1]
+        review = await self.client.create(TokenReview(spec=TokenReviewSpec(token=token)))
+        status = review.status
+        result = TokenReviewResult(
+            authenticated=bool(status and status.authenticated),
+            username=status.user.username if status and status.user else None,
+            error=status.error if status else None,
+        )
+        if len(self._reviews) > 1024:
+            self._reviews.clear()
+        self._reviews[token] = (now, result)
+        return result
+
+    # ---- typed objects of the caches ---------------------------------------------------------
+
+    def _typed_pools(self) -> dict[str, GPUPool]:
+        pools = {}
+        for obj in self.pools.list():
+            try:
+                pool = load_as(GPUPool, obj)
+            except ModelError as error:
+                _log.warning("skipped for admission: %s", error)
+                continue
+            pools[pool.metadata.name or ""] = pool
+        return pools
+
+    def _effective_quotas(self) -> dict[str, Any]:
+        effective, _ = choose_effective(read_quota(q) for q in self.quotas.list())
+        return {
+            namespace: reading.quota
+            for namespace, reading in effective.items()
+            if reading.enforceable and reading.quota is not None
+        }
+
+    def _gpus(self) -> list[GPU]:
+        gpus = []
+        for obj in self.gpus.list():
+            try:
+                gpus.append(load_as(GPU, obj))
+            except ModelError:
+                continue
+        return gpus
