@@ -12,11 +12,16 @@ from pathlib import Path
 import aiohttp
 import pytest
 from lightkube import AsyncClient
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
+from lightkube.types import PatchType
 
+from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.runtime.leader_election import LEASE_NAME
 
 from .controlplane import Component, ControlPlane, eventually, free_port
+from .nodes import FakeGpuNodes
 
 pytestmark = pytest.mark.cluster
 
@@ -172,3 +177,70 @@ async def test_a_replica_that_loses_the_lease_exits_1(
 
     assert await eventually(exited, what="replica-c to exit", timeout=30) == 1
     assert "leadership lost" in leader.log_path.read_text()
+
+
+GUIDE_POD = Path(__file__).resolve().parents[1] / "unit" / "scheduling" / "data"
+GUIDE_POD = GUIDE_POD / "guide_test_pod.yaml"
+
+
+async def register_gpu(kube: AsyncClient, name: str, node: str, pool: str) -> None:
+    """A GPU object as a node agent writes it: created, then its status."""
+    resource = resource_of("GPU")
+    await kube.create(resource(metadata=ObjectMeta(name=name, labels={KEYS.gpupool: pool})))
+    status = {"status": {"phase": "Running", "gpuModel": "A100", "uuid": name, "index": 0,
+                         "capacity": {"tflops": "312", "vram": "80Gi"},
+                         "nodeSelector": {"kubernetes.io/hostname": node}}}  # fmt: skip
+    await kube.patch(resource.Status, name, status, patch_type=PatchType.MERGE)
+
+
+async def test_the_guides_simulate_schedule_curl_works_on_either_replica(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+) -> None:
+    await install_crds(control_plane)
+    pool = f"pool-{namespace}"[:60]
+    pools = resource_of("GPUPool")
+    await kube.create(pools(metadata=ObjectMeta(
+        name=pool, annotations={KEYS.is_default_pool: "true"})))  # fmt: skip
+    node = (await fake_gpu_nodes(1))[0]
+    assert node.metadata is not None and node.metadata.name is not None
+    gpu_name = f"gpu-{namespace}"[:60]
+    await register_gpu(kube, gpu_name, node.metadata.name, pool)
+    leader = replicas("replica-d", "-leader-elect")
+
+    async def leads() -> bool:
+        return await holder(kube, namespace) == "replica-d"
+
+    await eventually(leads, what="replica-d to lead", components=[leader.component])
+    follower = replicas("replica-e", "-leader-elect")
+    body = GUIDE_POD.read_text()
+
+    async def placed(replica: Replica) -> dict[str, object] | None:
+        url = replica.url("/api/simulate-schedule")
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(url, data=body, headers={"Content-Type": "application/yaml"}) as reply,
+            ):
+                if reply.status != 200:
+                    return None
+                answer: dict[str, object] = await reply.json()
+        except aiohttp.ClientError:
+            return None
+        result = answer["result"]
+        assert isinstance(result, dict)
+        return result if result["schedulable"] else None
+
+    for replica in (leader, follower):
+
+        async def on_this_replica(target: Replica = replica) -> dict[str, object] | None:
+            return await placed(target)
+
+        result = await eventually(on_this_replica, what="the pod placed",
+                                  components=[leader.component, follower.component])  # fmt: skip
+        assert result["node"] == node.metadata.name and result["gpus"] == [gpu_name]
+    await kube.delete(resource_of("GPU"), gpu_name)
+    await kube.delete(pools, pool)
