@@ -76,7 +76,8 @@ def replicas(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Ite
              "-health-probe-bind-address", f"{ip}:{health_port}", *flags],
             tmp_path / f"{name}.log",
             env={"POD_NAME": name, "POD_IP": ip, "OPERATOR_NAMESPACE": namespace,
-                 "PORT": str(api_port), "API_BIND_HOST": ip},
+                 "PORT": str(api_port), "API_BIND_HOST": ip,
+                 "TSDB_EMBEDDED_DIR": str(tmp_path / name / "tsdb")},
         )  # fmt: skip
         replica.start()
         started.append(replica)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import time
@@ -24,7 +25,12 @@ from prometheus_client import CollectorRegistry
 
 from tensorfusion.adapters.kube.client import KubeClientError, make_client
 from tensorfusion.adapters.kube.custom_resources import missing_crd_message, missing_crds
+from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.adapters.package_data import default_scheduler_config
+from tensorfusion.alerting.kube_event_sink import KubernetesEventSink
+from tensorfusion.alerting.leader_service import LeaderAlertService
+from tensorfusion.alerting.replica_config import ReplicaConfig
+from tensorfusion.alerting.self_metrics import EvaluatorMetrics
 from tensorfusion.api_server.api_app import create_api_app
 from tensorfusion.api_server.health_app import create_health_app
 from tensorfusion.api_server.metrics_app import create_metrics_app
@@ -33,6 +39,7 @@ from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
+from tensorfusion.controller.metrics_leader import LeaderMetricsService
 from tensorfusion.controller.native_state import NativeState
 from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
@@ -182,6 +189,8 @@ async def run_controller(
     state = AllocatorState(informers.caches(), env.isolation_policy, time.time)
     native = NativeState(NativePlugins(settings.node_resources_fit))
     process = ControllerProcess(flags, env, client, informers, state)
+    registry = CollectorRegistry()
+    alerts, config = _alerting(process, registry)
     process.leader_work.extend(leader_work)
     informers.feed(state)
     informers.feed_native(native)
@@ -191,10 +200,12 @@ async def run_controller(
         args=gpu_scheduling_args(settings), weights=settings.score_weights, state=state,
         native=native, pools=informers.pools, quotas=informers.quotas, gpus=informers.gpus,
         informers=informers.all(), leading=process.is_leader,
+        alerts=lambda: alerts.alerts_body(process), config=lambda: _plain(config.config_body()),
     )  # fmt: skip
     informers.start(process.supervisor)
+    process.supervisor.start("dynamic-config", config.run)
     try:
-        servers = await _start_servers(flags, env, backend)
+        servers = await _start_servers(flags, env, backend, registry)
     except OSError as error:
         _log.error("cannot listen: %s", error)
         await process.supervisor.stop()
@@ -215,14 +226,42 @@ def _scheduler_config(flags: ControllerFlags) -> dict[str, Any]:
     return scheduler_config_from_yaml(path.read_text(encoding="utf-8"), str(path))
 
 
+def _alerting(
+    process: ControllerProcess, registry: CollectorRegistry
+) -> tuple[LeaderAlertService, ReplicaConfig]:
+    """The replica's hot-reloaded config, and the leader's alert and metrics work (alerts
+    first, so that the evaluator stops before the store closes)."""
+    events = KubernetesEventSink(
+        EventRecorder(process.client, "tensor-fusion-controller"), process.informers.clusters
+    )
+    config = ReplicaConfig(
+        process.flags.dynamic_config, events=events, metrics=EvaluatorMetrics(registry)
+    )
+    metrics = LeaderMetricsService(
+        dynamic_config=lambda: config.config, registry=registry,
+        embedded_dir=process.env.embedded_store_dir,
+    )  # fmt: skip
+    alerts = LeaderAlertService(config, store=metrics.wait_store)
+    process.leader_work.extend([("alerts", alerts.work), ("metrics", metrics.work)])
+    return alerts, config
+
+
+def _plain(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A body with YAML dates and other non-JSON values as strings."""
+    loaded: Mapping[str, Any] = json.loads(json.dumps(body, default=str))
+    return loaded
+
+
 async def _start_servers(
-    flags: ControllerFlags, env: ControllerEnvironment, backend: ControllerBackend
+    flags: ControllerFlags,
+    env: ControllerEnvironment,
+    backend: ControllerBackend,
+    registry: CollectorRegistry,
 ) -> list[RunningServer]:
     servers = [await serve(create_health_app(backend), flags.health_probe_bind_address)]
     api = join_host_port(env.api_host, env.api_port) if env.api_host else f":{env.api_port}"
     servers.append(await serve(create_api_app(backend), api))
     if flags.metrics_enabled:
-        registry = CollectorRegistry()
         servers.append(await serve(create_metrics_app(registry), flags.metrics_bind_address))
     for server in servers:
         _log.info("listening on %s", server.address)

@@ -82,6 +82,9 @@ class ControllerEnvironment:
     host (tests, `dev up`) each take a loopback address, which is also their `POD_IP`."""
     service_account: str = DEFAULT_RELEASE
     """The controller's own ServiceAccount (the only caller of state-changing `/api/*`)."""
+    embedded_store_dir: str = "/var/lib/tensor-fusion/tsdb"
+    """`TSDB_EMBEDDED_DIR`: where the leader's embedded DuckDB store keeps its file (the
+    chart's emptyDir); out of a pod, any writable directory of this replica's own."""
     tsdb: TsdbEnvironment = TsdbEnvironment()
 
     @classmethod
@@ -124,5 +127,7 @@ class ControllerEnvironment:
             service_account=env.get("SERVICE_ACCOUNT_NAME", "").strip()
             or env.get("TF_RELEASE_FULLNAME", "").strip()
             or DEFAULT_RELEASE,
+            embedded_store_dir=env.get("TSDB_EMBEDDED_DIR", "").strip()
+            or "/var/lib/tensor-fusion/tsdb",
             tsdb=tsdb,
         )
