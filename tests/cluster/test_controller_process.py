@@ -3,11 +3,14 @@ leader, recovery, takeover after `kill -9`, and a replica that loses the Lease e
 
 from __future__ import annotations
 
+import asyncio
 import json
+import secrets
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -22,6 +25,20 @@ from tensorfusion.runtime.leader_election import LEASE_NAME
 
 from .controlplane import Component, ControlPlane, eventually, free_port
 from .nodes import FakeGpuNodes
+from .test_controller_reconcilers import (
+    CLUSTER,
+    GPU,
+    GPU_NODE,
+    POD,
+    POOL,
+    V1,
+    apply_crds,
+    heartbeat,
+    play_node_agent,
+    read,
+    status,
+    worker_pod,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -245,3 +262,82 @@ async def test_the_guides_simulate_schedule_curl_works_on_either_replica(
         assert result["node"] == node.metadata.name and result["gpus"] == [gpu_name]
     await kube.delete(resource_of("GPU"), gpu_name)
     await kube.delete(pools, pool)
+
+
+async def test_a_new_leader_rebuilds_exactly_the_allocation_and_releases_a_deleted_worker(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+) -> None:
+    """The controller as a process: reconcilers bring the pool and its node to Running, a
+    worker's gpu-ids show in /api/allocation, a replacement leader rebuilds the same state with
+    the stored GPU `available` corrupted, and a deleted worker is released and let go."""
+    await apply_crds(control_plane, kube)
+    run = secrets.token_hex(3)
+    pool = f"tf-{run}-shared"
+    node = next(n.metadata.name for n in await fake_gpu_nodes(1, labels={"tf-run": run})
+                if n.metadata and n.metadata.name)  # fmt: skip
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "tf-run", "operator": "In", "values": [run]}]}]}  # fmt: skip
+    await kube.create(CLUSTER({
+        "apiVersion": V1, "kind": "TensorFusionCluster", "metadata": {"name": f"tf-{run}"},
+        "spec": {"gpuPools": [{"name": "shared", "isDefault": True,
+                               "specTemplate": {"nodeManagerConfig": {"nodeSelector": selector}}}]},
+    }))  # fmt: skip
+    flags = ("-leader-elect", "-agent-readiness", "heartbeat")
+    first = replicas("replica-f", *flags)
+
+    async def gpu_node() -> bool:
+        return await read(kube, GPU_NODE, node) is not None
+
+    await eventually(gpu_node, what="the GPUNode", components=[first.component])
+    gpus = [f"gpu-{run}-0", f"gpu-{run}-1"]
+    await play_node_agent(kube, node, pool, gpus)
+    beating = asyncio.create_task(keep_beating(kube, node, len(gpus)))
+    try:
+
+        async def pool_running() -> bool:
+            return status(await read(kube, POOL, pool)).get("phase") == "Running"
+
+        await eventually(pool_running, what="the pool Running", components=[first.component])
+        await kube.create(worker_pod("w0", namespace, pool, node, gpus[0]))
+
+        async def allocation(replica: Replica) -> dict[str, Any] | None:
+            try:
+                code, text = await replica.get(f"/api/allocation?namespace={namespace}")
+            except aiohttp.ClientError:
+                return None
+            body: dict[str, Any] = json.loads(text) if code == 200 else {}
+            return body if body.get("ready") and body.get("allocations") else None
+
+        before = await eventually(lambda: allocation(first), what="the worker's allocation",
+                                  components=[first.component])  # fmt: skip
+        corrupted = {"status": {"available": {"tflops": "1", "vram": "1"}}}
+        await kube.patch(GPU.Status, gpus[0], corrupted, patch_type=PatchType.MERGE)
+        first.component.kill()
+        second = replicas("replica-g", *flags)
+        after = await eventually(lambda: allocation(second), what="the rebuilt allocation",
+                                 timeout=30, components=[second.component])  # fmt: skip
+        for body in (before, after):
+            del body["generatedAt"]
+        assert after == before
+        await kube.delete(POD, "w0", namespace=namespace, grace_period=0)
+
+        async def let_go() -> bool:
+            pod_gone = await read(kube, POD, "w0", namespace) is None
+            code, text = await second.get(f"/api/allocation?namespace={namespace}")
+            return pod_gone and code == 200 and json.loads(text)["allocations"] == []
+
+        await eventually(let_go, what="the worker released and its finalizer removed",
+                         components=[second.component])  # fmt: skip
+    finally:
+        beating.cancel()
+
+
+async def keep_beating(kube: AsyncClient, node: str, gpus: int) -> None:
+    """A node agent's heartbeat every 5 s."""
+    while True:
+        await heartbeat(kube, node, gpus)
+        await asyncio.sleep(5)

@@ -37,6 +37,7 @@ from tensorfusion.api_server.metrics_app import create_metrics_app
 from tensorfusion.api_server.serving import RunningServer, join_host_port, serve
 from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
+from tensorfusion.app.controller_reconcilers import ControllerReconcilers
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.metrics_leader import LeaderMetricsService
@@ -185,12 +186,17 @@ async def run_controller(
     except (OSError, SchedulerConfigError) as error:
         _log.error("-scheduler-config %s: %s", flags.scheduler_config, error)
         return EXIT_BAD_INPUT
-    informers = ControllerInformers.create(client)
+    informers = ControllerInformers.create(client, env.namespace)
     state = AllocatorState(informers.caches(), env.isolation_policy, time.time)
     native = NativeState(NativePlugins(settings.node_resources_fit))
     process = ControllerProcess(flags, env, client, informers, state)
     registry = CollectorRegistry()
     alerts, config = _alerting(process, registry)
+    reconcilers = ControllerReconcilers.create(
+        client=client, fence=process.fence, state=state, flags=flags, env=env, caches=informers
+    )
+    reconcilers.register(informers)
+    process.leader_work.extend((name, _loop(run)) for name, run in reconcilers.work())
     process.leader_work.extend(leader_work)
     informers.feed(state)
     informers.feed_native(native)
@@ -224,6 +230,13 @@ def _scheduler_config(flags: ControllerFlags) -> dict[str, Any]:
         _log.info("%s not found: using the chart's default scheduler configuration", path)
         return default_scheduler_config()
     return scheduler_config_from_yaml(path.read_text(encoding="utf-8"), str(path))
+
+
+def _loop(run: Callable[[], Awaitable[None]]) -> LeaderWork:
+    async def work(_: ControllerProcess) -> None:
+        await run()
+
+    return work
 
 
 def _alerting(

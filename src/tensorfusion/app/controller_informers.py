@@ -32,10 +32,12 @@ class ControllerInformers:
     clusters: Informer
     workers: Informer
     bound_pods: Informer
+    hypervisor_pods: Informer
 
     @classmethod
-    def create(cls, client: AsyncClient) -> ControllerInformers:
-        """Informers over the API server (worker pods by their component label)."""
+    def create(cls, client: AsyncClient, namespace: str) -> ControllerInformers:
+        """Informers over the API server (worker pods by their component label, node-agent
+        pods in the controller's namespace)."""
 
         def custom(kind: str) -> Informer:
             return Informer(LightkubeSource(client, resource_of(kind)), name=kind)
@@ -55,12 +57,18 @@ class ControllerInformers:
                 LightkubeSource(client, Pod, fields={"spec.nodeName": not_equal("")}),
                 name="bound-pods",
             ),
+            hypervisor_pods=Informer(
+                LightkubeSource(
+                    client, Pod, namespace=namespace, labels={KEYS.component: "hypervisor"}
+                ),
+                name="hypervisor-pods",
+            ),
         )
 
     def all(self) -> tuple[Informer, ...]:
         """Every informer."""
         return (self.gpus, self.gpu_nodes, self.nodes, self.pools, self.templates, self.quotas,
-                self.clusters, self.workers, self.bound_pods)  # fmt: skip
+                self.clusters, self.workers, self.bound_pods, self.hypervisor_pods)  # fmt: skip
 
     def start(self, supervisor: Supervisor) -> None:
         """Run every informer under the supervisor."""

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensorfusion.domain.allocator.recovery import ClusterInventory, is_live_worker, recover
+from tensorfusion.domain.allocator.recovery import (
+    ClusterInventory,
+    bound_since,
+    is_live_worker,
+    recover,
+)
 from tensorfusion.domain.annotations import KEYS, encode_index
 from tensorfusion.domain.model import GPU, GPUNode, GPUPool, GPUResourceQuota, load_as
 from tensorfusion.domain.vocabulary import IsolationPolicy
@@ -101,3 +106,16 @@ def test_which_pods_count_as_live_workers() -> None:
     assert not is_live_worker(worker("p", ""))
     assert not is_live_worker(worker("p", "a1", status__phase="Failed"))
     assert not is_live_worker(worker("p", "a1", metadata__labels={}))
+
+
+def test_a_record_is_dated_by_the_pods_binding_whichever_leader_restores_it() -> None:
+    pod = worker("p", "a1")
+    pod["metadata"]["creationTimestamp"] = "2026-12-01T10:00:00Z"
+    assert bound_since(pod, 5.0) == 1_796_119_200.0
+    pod["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-01T10:00:30Z"}
+    ]
+    assert bound_since(pod, 5.0) == 1_796_119_230.0
+    allocator, _ = recover(inventory(), [pod], IsolationPolicy.STATIC, now=99.0)
+    assert allocator.records["uid-p"].since == 1_796_119_230.0
+    assert bound_since({"metadata": {}}, 5.0) == 5.0

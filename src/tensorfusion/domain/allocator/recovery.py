@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from tensorfusion.domain.allocator.allocator import Allocator
@@ -34,6 +35,7 @@ from tensorfusion.domain.vocabulary import IsolationPolicy
 __all__ = [
     "ClusterInventory",
     "RecoveryReport",
+    "bound_since",
     "is_live_worker",
     "load_inventory",
     "recover",
@@ -76,6 +78,25 @@ def worker_gpu_ids(pod: Mapping[str, Any], keys: Keys = KEYS) -> tuple[str, ...]
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     text = annotations.get(keys.gpu_ids) or ""
     return tuple(name.strip() for name in str(text).split(",") if name.strip())
+
+
+def bound_since(pod: Mapping[str, Any], default: float) -> float:
+    """When the pod was bound (its PodScheduled condition, else its creation), in epoch
+    seconds: a record restored by any leader carries the same `since`."""
+    status = pod.get("status") or {}
+    stamps = [
+        condition.get("lastTransitionTime")
+        for condition in status.get("conditions") or ()
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
+    ]
+    stamps.append((pod.get("metadata") or {}).get("creationTimestamp"))
+    for stamp in stamps:
+        if isinstance(stamp, str):
+            try:
+                return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return default
 
 
 def is_live_worker(pod: Mapping[str, Any], keys: Keys = KEYS) -> bool:
@@ -139,8 +160,8 @@ def recover(
             continue
         pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
         outcome = allocator.restore(
-            request, str((pod.get("spec") or {}).get("nodeName")), worker_gpu_ids(pod, keys), now,
-            pending=pending,
+            request, str((pod.get("spec") or {}).get("nodeName")), worker_gpu_ids(pod, keys),
+            bound_since(pod, now), pending=pending,
         )  # fmt: skip
         report.restored.append(outcome)
     return allocator, report

@@ -1,0 +1,146 @@
+"""The controller's leader-only reconcilers, wired to the informers of every replica.
+
+Handlers are registered on every replica (the queues only collect keys); the reconcilers run
+while the replica leads. The pod releaser's handler comes before the allocator state's, so the
+release Event still finds the pod's record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from lightkube import AsyncClient
+
+from tensorfusion.adapters.kube.events import EventRecorder
+from tensorfusion.app.controller_informers import ControllerInformers
+from tensorfusion.controller.allocator_state import AllocatorState
+from tensorfusion.controller.cluster_reconciler import ClusterReconciler
+from tensorfusion.controller.gpu_node_reconciler import GPUNodeReconciler
+from tensorfusion.controller.node_taint import ProgressiveTaintReconciler
+from tensorfusion.controller.object_client import LightkubeObjects
+from tensorfusion.controller.pod_release import PodReleaser
+from tensorfusion.controller.pool_reconciler import PoolStatusReconciler
+from tensorfusion.controller.status_writeback import GPUStatusWriter, QuotaStatusWriter
+from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
+from tensorfusion.domain.settings.controller_flags import ControllerFlags
+
+__all__ = ["ControllerReconcilers"]
+
+Fence = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerReconcilers:
+    """Every leader-only reconciler of the controller."""
+
+    clusters: ClusterReconciler
+    gpu_nodes: GPUNodeReconciler
+    pools: PoolStatusReconciler
+    pods: PodReleaser
+    gpu_status: GPUStatusWriter
+    quota_status: QuotaStatusWriter
+    taint: ProgressiveTaintReconciler
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        client: AsyncClient,
+        fence: Fence,
+        state: AllocatorState,
+        flags: ControllerFlags,
+        env: ControllerEnvironment,
+        caches: ControllerInformers,
+    ) -> ControllerReconcilers:
+        """The reconcilers over the replica's caches, writing through `client` once fenced."""
+        objects = LightkubeObjects(client)
+        recorder = EventRecorder(client, "tensor-fusion-controller")
+        clock = time.time
+        return cls(
+            clusters=ClusterReconciler(
+                clusters=caches.clusters,
+                pools=caches.pools,
+                client=objects,
+                fence=fence,
+                recorder=recorder,
+                clock=clock,
+            ),
+            gpu_nodes=GPUNodeReconciler(
+                nodes=caches.nodes,
+                gpu_nodes=caches.gpu_nodes,
+                gpus=caches.gpus,
+                pools=caches.pools,
+                hypervisor_pods=caches.hypervisor_pods if flags.agent_readiness == "pod" else None,
+                state=state,
+                client=objects,
+                fence=fence,
+                recorder=recorder,
+                clock=clock,
+                initial_selector=env.gpu_node_selector,
+                agent_readiness=flags.agent_readiness,
+            ),
+            pools=PoolStatusReconciler(
+                pools=caches.pools,
+                gpu_nodes=caches.gpu_nodes,
+                state=state,
+                client=objects,
+                fence=fence,
+                recorder=recorder,
+                clock=clock,
+            ),
+            pods=PodReleaser(
+                pods=caches.workers,
+                state=state,
+                client=objects,
+                fence=fence,
+                recorder=recorder,
+                clock=clock,
+            ),
+            gpu_status=GPUStatusWriter(
+                gpus=caches.gpus, state=state, client=objects, fence=fence, clock=clock
+            ),
+            quota_status=QuotaStatusWriter(
+                quotas=caches.quotas,
+                state=state,
+                client=objects,
+                fence=fence,
+                recorder=recorder,
+                clock=clock,
+            ),
+            taint=ProgressiveTaintReconciler(
+                nodes=caches.nodes,
+                state=state,
+                client=objects,
+                fence=fence,
+                enabled=env.progressive_migration,
+            ),
+        )
+
+    def register(self, caches: ControllerInformers) -> None:
+        """Send cache changes to the reconcilers' queues (before the allocator state's)."""
+        caches.workers.add_handler(self.pods.on_pod)
+        caches.gpus.add_handler(self.gpu_nodes.on_gpu)
+        caches.gpus.add_handler(self.gpu_status.on_gpu)
+        caches.gpu_nodes.add_handler(self.gpu_nodes.on_gpu_node)
+        caches.gpu_nodes.add_handler(self.pools.on_gpu_node)
+        caches.pools.add_handler(self.clusters.on_pool)
+        caches.pools.add_handler(self.gpu_nodes.on_pool)
+        caches.pools.add_handler(self.pools.on_pool)
+        caches.clusters.add_handler(self.clusters.on_cluster)
+        caches.nodes.add_handler(self.gpu_nodes.on_node)
+        caches.nodes.add_handler(self.taint.on_node)
+        caches.hypervisor_pods.add_handler(self.gpu_nodes.on_hypervisor_pod)
+
+    def work(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+        """The leader-only loops, by name."""
+        return [
+            ("clusters", self.clusters.run),
+            ("gpu-nodes", self.gpu_nodes.run),
+            ("pools", self.pools.run),
+            ("pods", self.pods.run),
+            ("gpu-status", self.gpu_status.run),
+            ("quota-status", self.quota_status.run),
+            ("taint", self.taint.run),
+        ]
