@@ -26,6 +26,7 @@ from tensorfusion.domain.allocator.quota_status import choose_effective, read_qu
 from tensorfusion.domain.allocator.recovery import (
     ClusterInventory,
     RecoveryReport,
+    bound_since,
     is_live_worker,
     recover,
     worker_gpu_ids,
@@ -230,7 +231,8 @@ class AllocatorState:
             return
         pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
         node = str((pod.get("spec") or {}).get("nodeName"))
-        self.allocator.restore(request, node, worker_gpu_ids(pod), self.clock(), pending=pending)
+        since = bound_since(pod, self.clock())
+        self.allocator.restore(request, node, worker_gpu_ids(pod), since, pending=pending)
 
 
 def _ended(pod: Mapping[str, Any]) -> bool:
