@@ -37,6 +37,7 @@ from tensorfusion.api_server.metrics_app import create_metrics_app
 from tensorfusion.api_server.serving import RunningServer, join_host_port, serve
 from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
+from tensorfusion.app.controller_metrics import ControllerCollector
 from tensorfusion.app.controller_reconcilers import ControllerReconcilers
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
@@ -196,6 +197,11 @@ async def run_controller(
         client=client, fence=process.fence, state=state, flags=flags, env=env, caches=informers
     )
     reconcilers.register(informers)
+    registry.register(ControllerCollector(
+        state=state, loops=reconcilers.loops(), writers=reconcilers.writers(),
+        informers=informers.all(), is_leader=process.is_leader,
+        lease_failures=lambda: process.elector.failed_attempts if process.elector else 0,
+    ))  # fmt: skip
     process.leader_work.extend((name, _loop(run)) for name, run in reconcilers.work())
     process.leader_work.extend(leader_work)
     informers.feed(state)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lightkube import AsyncClient
 
@@ -17,11 +18,13 @@ from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.app.controller_informers import ControllerInformers
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.cluster_reconciler import ClusterReconciler
+from tensorfusion.controller.fenced_writes import FencedWriter
 from tensorfusion.controller.gpu_node_reconciler import GPUNodeReconciler
 from tensorfusion.controller.node_taint import ProgressiveTaintReconciler
 from tensorfusion.controller.object_client import LightkubeObjects
 from tensorfusion.controller.pod_release import PodReleaser
 from tensorfusion.controller.pool_reconciler import PoolStatusReconciler
+from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.controller.status_writeback import GPUStatusWriter, QuotaStatusWriter
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 from tensorfusion.domain.settings.controller_flags import ControllerFlags
@@ -132,6 +135,18 @@ class ControllerReconcilers:
         caches.nodes.add_handler(self.gpu_nodes.on_node)
         caches.nodes.add_handler(self.taint.on_node)
         caches.hypervisor_pods.add_handler(self.gpu_nodes.on_hypervisor_pod)
+
+    def loops(self) -> list[ReconcileLoop[Any]]:
+        """The reconcilers' work queues (the status writers work on timers)."""
+        return [self.clusters.loop, self.gpu_nodes.loop, self.pools.loop, self.pods.loop,
+                self.taint.loop]  # fmt: skip
+
+    def writers(self) -> list[tuple[str, FencedWriter]]:
+        """Each reconciler's API writer, by loop name."""
+        return [("clusters", self.clusters.writer), ("gpu-nodes", self.gpu_nodes.writer),
+                ("pools", self.pools.writer), ("pods", self.pods.writer),
+                ("gpu-status", self.gpu_status.writer), ("quota-status", self.quota_status.writer),
+                ("taint", self.taint.writer)]  # fmt: skip
 
     def work(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         """The leader-only loops, by name."""
