@@ -6,6 +6,8 @@
 - ``kube``: a lightkube ``AsyncClient`` for the test.
 - ``namespace``: a fresh namespace per test, deleted afterwards.
 - ``fake_gpu_nodes``: makes fake GPU nodes, deleted afterwards.
+- ``cluster_objects``: remembers cluster-scoped objects a test creates and deletes them
+  afterwards, so that a failed test leaves no pool or GPU behind for the next.
 - ``start_scheduler``: starts kube-scheduler with a given KubeSchedulerConfiguration;
   ``kube_scheduler``: the default one.
 - component logs: the part of each log written during a test is copied to the test's
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +170,24 @@ async def namespace(request: pytest.FixtureRequest, kube: AsyncClient) -> AsyncI
         # No kubelet confirms the deletion of a pod bound to a node: without grace period 0
         # such pods, and so the namespace, would stay Terminating.
         await kube.deletecollection(Pod, namespace=name, grace_period=0)
+
+
+DeleteLater = Callable[[Any, str], None]
+
+
+@pytest.fixture
+async def cluster_objects(kube: AsyncClient) -> AsyncIterator[DeleteLater]:
+    """``cluster_objects(resource, name)``: the object is deleted after the test (last first)."""
+    tracked: list[tuple[Any, str]] = []
+    try:
+        yield lambda resource, name: tracked.append((resource, name))
+    finally:
+        for resource, name in reversed(tracked):
+            try:
+                await kube.delete(resource, name)
+            except ApiError as error:
+                if error.status.code != 404:
+                    raise
 
 
 @pytest.fixture

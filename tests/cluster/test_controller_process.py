@@ -15,14 +15,13 @@ from typing import Any
 import aiohttp
 import pytest
 from lightkube import AsyncClient
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.types import PatchType
 
-from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.runtime.leader_election import LEASE_NAME
 
+from .conftest import DeleteLater
 from .controlplane import Component, ControlPlane, eventually, free_port
 from .nodes import FakeGpuNodes
 from .test_controller_reconcilers import (
@@ -201,67 +200,80 @@ GUIDE_POD = Path(__file__).resolve().parents[1] / "unit" / "scheduling" / "data"
 GUIDE_POD = GUIDE_POD / "guide_test_pod.yaml"
 
 
-async def register_gpu(kube: AsyncClient, name: str, node: str, pool: str) -> None:
-    """A GPU object as a node agent writes it: created, then its status."""
-    resource = resource_of("GPU")
-    await kube.create(resource(metadata=ObjectMeta(name=name, labels={KEYS.gpupool: pool})))
-    status = {"status": {"phase": "Running", "gpuModel": "A100", "uuid": name, "index": 0,
-                         "capacity": {"tflops": "312", "vram": "80Gi"},
-                         "nodeSelector": {"kubernetes.io/hostname": node}}}  # fmt: skip
-    await kube.patch(resource.Status, name, status, patch_type=PatchType.MERGE)
-
-
 async def test_the_guides_simulate_schedule_curl_works_on_either_replica(
     control_plane: ControlPlane,
     kube: AsyncClient,
     namespace: str,
     replicas: Start,
     fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
 ) -> None:
-    await install_crds(control_plane)
-    pool = f"pool-{namespace}"[:60]
-    pools = resource_of("GPUPool")
-    await kube.create(pools(metadata=ObjectMeta(
-        name=pool, annotations={KEYS.is_default_pool: "true"})))  # fmt: skip
-    node = (await fake_gpu_nodes(1))[0]
-    assert node.metadata is not None and node.metadata.name is not None
-    gpu_name = f"gpu-{namespace}"[:60]
-    await register_gpu(kube, gpu_name, node.metadata.name, pool)
-    leader = replicas("replica-d", "-leader-elect")
+    """The guide's test pod (no pool named: the default one) placed through either replica,
+    on a node whose agent registered its GPU and beats."""
+    await apply_crds(control_plane, kube)
+    run = secrets.token_hex(3)
+    pool = f"tf-{run}-default"
+    node = next(n.metadata.name for n in await fake_gpu_nodes(1, labels={"tf-run": run})
+                if n.metadata and n.metadata.name)  # fmt: skip
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "tf-run", "operator": "In", "values": [run]}]}]}  # fmt: skip
+    await kube.create(POOL({
+        "apiVersion": V1, "kind": "GPUPool",
+        "metadata": {"name": pool, "annotations": {KEYS.is_default_pool: "true"}},
+        "spec": {"nodeManagerConfig": {"nodeSelector": selector}},
+    }))  # fmt: skip
+    cluster_objects(POOL, pool)
+    cluster_objects(GPU_NODE, node)
+    gpu = f"gpu-{run}-0"
+    cluster_objects(GPU, gpu)
+    leader = replicas("replica-d", "-leader-elect", "-agent-readiness", "heartbeat")
 
-    async def leads() -> bool:
-        return await holder(kube, namespace) == "replica-d"
+    async def gpu_node() -> bool:
+        return await read(kube, GPU_NODE, node) is not None
 
-    await eventually(leads, what="replica-d to lead", components=[leader.component])
-    follower = replicas("replica-e", "-leader-elect")
-    body = GUIDE_POD.read_text()
+    await eventually(gpu_node, what="the GPUNode", components=[leader.component])
+    await play_node_agent(kube, node, pool, [gpu])
+    beating = asyncio.create_task(keep_beating(kube, node, 1))
+    try:
+        follower = replicas("replica-e", "-leader-elect", "-agent-readiness", "heartbeat")
+        body = GUIDE_POD.read_text()
+        answers: list[object] = []
 
-    async def placed(replica: Replica) -> dict[str, object] | None:
-        url = replica.url("/api/simulate-schedule")
-        try:
-            async with (
-                aiohttp.ClientSession() as session,
-                session.post(url, data=body, headers={"Content-Type": "application/yaml"}) as reply,
-            ):
-                if reply.status != 200:
-                    return None
-                answer: dict[str, object] = await reply.json()
-        except aiohttp.ClientError:
-            return None
-        result = answer["result"]
-        assert isinstance(result, dict)
-        return result if result["schedulable"] else None
+        async def placed(replica: Replica) -> dict[str, object] | None:
+            url = replica.url("/api/simulate-schedule")
+            try:
+                async with (
+                    aiohttp.ClientSession() as session,
+                    session.post(
+                        url, data=body, headers={"Content-Type": "application/yaml"}
+                    ) as reply,
+                ):
+                    if reply.status != 200:
+                        return None
+                    answer: dict[str, object] = await reply.json()
+            except aiohttp.ClientError:
+                return None
+            result = answer["result"]
+            assert isinstance(result, dict)
+            answers.append(result)
+            return result if result["schedulable"] else None
 
-    for replica in (leader, follower):
+        for replica in (leader, follower):
 
-        async def on_this_replica(target: Replica = replica) -> dict[str, object] | None:
-            return await placed(target)
+            async def on_this_replica(target: Replica = replica) -> dict[str, object] | None:
+                return await placed(target)
 
-        result = await eventually(on_this_replica, what="the pod placed",
-                                  components=[leader.component, follower.component])  # fmt: skip
-        assert result["node"] == node.metadata.name and result["gpus"] == [gpu_name]
-    await kube.delete(resource_of("GPU"), gpu_name)
-    await kube.delete(pools, pool)
+            try:
+                result = await eventually(
+                    on_this_replica,
+                    what=f"the pod placed through {replica.component.name}",
+                    components=[leader.component, follower.component],
+                )
+            except AssertionError as error:
+                raise AssertionError(f"{error}\nlast answer: {answers[-1:]}") from None
+            assert result["node"] == node and result["gpus"] == [gpu]
+    finally:
+        beating.cancel()
 
 
 async def test_a_new_leader_rebuilds_exactly_the_allocation_and_releases_a_deleted_worker(
@@ -270,6 +282,7 @@ async def test_a_new_leader_rebuilds_exactly_the_allocation_and_releases_a_delet
     namespace: str,
     replicas: Start,
     fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
 ) -> None:
     """The controller as a process: reconcilers bring the pool and its node to Running, a
     worker's gpu-ids show in /api/allocation, a replacement leader rebuilds the same state with
@@ -286,6 +299,9 @@ async def test_a_new_leader_rebuilds_exactly_the_allocation_and_releases_a_delet
         "spec": {"gpuPools": [{"name": "shared", "isDefault": True,
                                "specTemplate": {"nodeManagerConfig": {"nodeSelector": selector}}}]},
     }))  # fmt: skip
+    cluster_objects(CLUSTER, f"tf-{run}")
+    cluster_objects(POOL, pool)
+    cluster_objects(GPU_NODE, node)
     flags = ("-leader-elect", "-agent-readiness", "heartbeat")
     first = replicas("replica-f", *flags)
 
@@ -294,6 +310,8 @@ async def test_a_new_leader_rebuilds_exactly_the_allocation_and_releases_a_delet
 
     await eventually(gpu_node, what="the GPUNode", components=[first.component])
     gpus = [f"gpu-{run}-0", f"gpu-{run}-1"]
+    for gpu in gpus:
+        cluster_objects(GPU, gpu)
     await play_node_agent(kube, node, pool, gpus)
     beating = asyncio.create_task(keep_beating(kube, node, len(gpus)))
     try:
