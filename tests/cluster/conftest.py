@@ -6,6 +6,7 @@
 - ``kube``: a lightkube ``AsyncClient`` for the test.
 - ``namespace``: a fresh namespace per test, deleted afterwards.
 - ``fake_gpu_nodes``: makes fake GPU nodes, deleted afterwards.
+- ``replicas``: starts ``tensor-fusion controller`` replicas in the test namespace.
 - ``cluster_objects``: remembers cluster-scoped objects a test creates and deletes them
   afterwards, so that a failed test leaves no pool or GPU behind for the next.
 - ``start_scheduler``: starts kube-scheduler with a given KubeSchedulerConfiguration;
@@ -28,6 +29,7 @@ from lightkube.models.core_v1 import Node as NodeModel
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
 
+from .controller_replicas import Start, started_replicas
 from .controlplane import Binaries, Component, ControlPlane, StartScheduler, eventually
 from .nodes import FakeGpuNodes, create_fake_gpu_node
 
@@ -170,6 +172,13 @@ async def namespace(request: pytest.FixtureRequest, kube: AsyncClient) -> AsyncI
         # No kubelet confirms the deletion of a pod bound to a node: without grace period 0
         # such pods, and so the namespace, would stay Terminating.
         await kube.deletecollection(Pod, namespace=name, grace_period=0)
+
+
+@pytest.fixture
+def replicas(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Start]:
+    """``replicas("name", *flags)`` starts a controller replica; all are stopped afterwards."""
+    with started_replicas(control_plane, namespace, tmp_path) as start:
+        yield start
 
 
 DeleteLater = Callable[[Any, str], None]

@@ -40,8 +40,8 @@ from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.informer_lightkube import LightkubeSource
 from tensorfusion.runtime.leader_election import NotLeaderError
 
+from .controller_replicas import install_crds
 from .controlplane import ControlPlane, eventually
-from .test_controller_process import install_crds
 
 pytestmark = pytest.mark.cluster
 

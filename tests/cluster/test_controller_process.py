@@ -6,9 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,8 @@ from tensorfusion.domain.annotations import KEYS
 from tensorfusion.runtime.leader_election import LEASE_NAME
 
 from .conftest import DeleteLater
-from .controlplane import Component, ControlPlane, eventually, free_port
+from .controller_replicas import EXECUTABLE, Replica, Start, holder, install_crds
+from .controlplane import Component, ControlPlane, eventually
 from .nodes import FakeGpuNodes
 from .test_controller_reconcilers import (
     CLUSTER,
@@ -40,76 +38,6 @@ from .test_controller_reconcilers import (
 )
 
 pytestmark = pytest.mark.cluster
-
-CRDS = Path(__file__).resolve().parents[2] / "charts" / "tensor-fusion" / "crds"
-EXECUTABLE = Path(sys.executable).with_name("tensor-fusion")
-
-
-async def install_crds(control_plane: ControlPlane) -> None:
-    await control_plane.kubectl("apply", "--server-side", "-f", str(CRDS))
-    await control_plane.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"
-    )
-
-
-@dataclass
-class Replica:
-    """A controller replica: its process, its address (a loopback IP of its own) and ports."""
-
-    component: Component
-    ip: str
-    api_port: int
-    health_port: int
-
-    def url(self, path: str, *, health: bool = False) -> str:
-        port = self.health_port if health else self.api_port
-        return f"http://{self.ip}:{port}{path}"
-
-    async def get(self, path: str, *, health: bool = False) -> tuple[int, str]:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(self.url(path, health=health), timeout=aiohttp.ClientTimeout(5)) as reply,
-        ):
-            return reply.status, await reply.text()
-
-
-Start = Callable[..., Replica]
-
-
-@pytest.fixture
-def replicas(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Start]:
-    """Starts controller replicas in the test namespace, each on a loopback IP of its own
-    (as pods have), all with the same API port; stops them afterwards."""
-    started: list[Component] = []
-    api_port = free_port()
-
-    def start(name: str, *flags: str) -> Replica:
-        ip = f"127.0.0.{len(started) + 2}"
-        health_port = free_port()
-        replica = Component(
-            name,
-            [EXECUTABLE, "controller", "--kubeconfig", str(control_plane.kubeconfig),
-             "-health-probe-bind-address", f"{ip}:{health_port}", *flags],
-            tmp_path / f"{name}.log",
-            env={"POD_NAME": name, "POD_IP": ip, "OPERATOR_NAMESPACE": namespace,
-                 "PORT": str(api_port), "API_BIND_HOST": ip,
-                 "TSDB_EMBEDDED_DIR": str(tmp_path / name / "tsdb")},
-        )  # fmt: skip
-        replica.start()
-        started.append(replica)
-        return Replica(replica, ip, api_port, health_port)
-
-    yield start
-    for replica in started:
-        replica.stop()
-
-
-async def holder(kube: AsyncClient, namespace: str) -> str | None:
-    try:
-        lease = await kube.get(Lease, LEASE_NAME, namespace=namespace)
-    except Exception:
-        return None
-    return lease.spec.holderIdentity if lease.spec else None
 
 
 async def test_an_unknown_flag_exits_2_with_one_line(control_plane: ControlPlane) -> None:

@@ -7,6 +7,7 @@ A missing binary fails the test with a message naming `make system-deps`; nothin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -14,7 +15,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,22 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def port_free_on_all(hosts: Sequence[str]) -> int:
+    """A TCP port that is free on every one of the loopback addresses."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind((hosts[0], 0))
+            port = int(probe.getsockname()[1])
+        try:
+            for host in hosts:
+                with socket.socket() as other:
+                    other.bind((host, port))
+        except OSError:
+            continue
+        return port
+    raise AssertionError(f"no port free on all of {hosts}")
 
 
 def require_binary(name: str, *candidates: str) -> str:
@@ -117,10 +134,11 @@ class Alertmanager:
     webhook_url: str
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def write_config(self) -> Path:
         config = {
@@ -152,14 +170,14 @@ class Alertmanager:
                 binary,
                 f"--config.file={config}",
                 f"--storage.path={self.workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--web.listen-address={self.host}:{self.port}",
                 "--cluster.listen-address=",
                 "--log.level=warn",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        wait_until(self.ready, 30, f"Alertmanager on port {self.port}")
+        wait_until(self.ready, 30, f"Alertmanager on {self.host}:{self.port}")
 
     def ready(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
@@ -237,3 +255,38 @@ class MariaDB:
         if self.process is not None:
             stop_process(self.process)
             self.process = None
+
+
+@dataclass
+class AlertmanagersBehind:
+    """Real Alertmanagers on loopback addresses, on one port, each with its own receiver."""
+
+    managers: list[Alertmanager]
+    receivers: list[WebhookReceiver]
+
+    @property
+    def port(self) -> int:
+        return self.managers[0].port
+
+
+@contextlib.asynccontextmanager
+async def alertmanagers_on(
+    hosts: Sequence[str], workdir: Path
+) -> AsyncIterator[AlertmanagersBehind]:
+    """One Alertmanager per loopback address (the same port on each), stopped afterwards."""
+    receivers = [WebhookReceiver() for _ in hosts]
+    managers: list[Alertmanager] = []
+    try:
+        for hook in receivers:
+            await hook.start()
+        port = port_free_on_all(hosts)
+        for host, hook in zip(hosts, receivers, strict=True):
+            managers.append(Alertmanager(workdir / f"am-{host}", hook.url, port=port, host=host))
+        for manager in managers:
+            manager.start()
+        yield AlertmanagersBehind(managers, receivers)
+    finally:
+        for manager in managers:
+            manager.stop()
+        for hook in receivers:
+            await hook.stop()

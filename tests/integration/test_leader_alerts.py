@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
-import subprocess
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -46,13 +44,12 @@ from tensorfusion.domain.vocabulary import IsolationPolicy
 from tensorfusion.runtime.informer_store import ObjectKey
 
 from .loopback_peers import (
-    Alertmanager,
+    AlertmanagersBehind,
     MariaDB,
     WebhookReceiver,
+    alertmanagers_on,
     eventually,
     free_port,
-    require_binary,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration
@@ -60,72 +57,10 @@ pytestmark = pytest.mark.integration
 ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 
 
-def port_free_on_all(hosts: Sequence[str]) -> int:
-    """A port that is free on every one of the loopback addresses."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind((hosts[0], 0))
-            port = int(probe.getsockname()[1])
-        try:
-            for host in hosts:
-                with socket.socket() as other:
-                    other.bind((host, port))
-        except OSError:
-            continue
-        return port
-    raise AssertionError(f"no port free on all of {hosts}")
-
-
-@dataclass
-class AlertmanagerAt(Alertmanager):
-    """A real Alertmanager listening on a chosen loopback address."""
-
-    host: str = "127.0.0.1"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> None:
-        binary = require_binary("prometheus-alertmanager", "alertmanager")
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        config = self.write_config()
-        log = (self.workdir / "alertmanager.log").open("ab")
-        self.process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.path={self.workdir / 'data'}",
-             f"--web.listen-address={self.host}:{self.port}", "--cluster.listen-address=",
-             "--log.level=warn"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        wait_until(self.ready, 30, f"Alertmanager on {self.host}:{self.port}")
-
-
 @pytest.fixture
-async def receivers() -> AsyncIterator[list[WebhookReceiver]]:
-    hooks = [WebhookReceiver() for _ in ADDRESSES]
-    for hook in hooks:
-        await hook.start()
-    yield hooks
-    for hook in hooks:
-        await hook.stop()
-
-
-@pytest.fixture
-def three_alertmanagers(
-    tmp_path: Path, receivers: list[WebhookReceiver]
-) -> Iterator[list[AlertmanagerAt]]:
-    port = port_free_on_all(ADDRESSES)
-    managers = [
-        AlertmanagerAt(tmp_path / f"am-{host}", hook.url, port=port, host=host)
-        for host, hook in zip(ADDRESSES, receivers, strict=True)
-    ]
-    try:
-        for manager in managers:
-            manager.start()
-        yield managers
-    finally:
-        for manager in managers:
-            manager.stop()
+async def three_alertmanagers(tmp_path: Path) -> AsyncIterator[AlertmanagersBehind]:
+    async with alertmanagers_on(ADDRESSES, tmp_path) as peers:
+        yield peers
 
 
 @dataclass
@@ -182,9 +117,9 @@ def evaluations(config: ReplicaConfig) -> float:
 
 async def test_three_discovered_alertmanagers_and_a_restart_from_the_same_state(
     tmp_path: Path,
-    three_alertmanagers: list[AlertmanagerAt],
-    receivers: list[WebhookReceiver],
+    three_alertmanagers: AlertmanagersBehind,
 ) -> None:
+    receivers = three_alertmanagers.receivers
     config_dir = tmp_path / "config"
     config_dir.mkdir()
     write_config(config_dir, "SELECT 'node-a' AS node")
@@ -209,7 +144,7 @@ async def test_three_discovered_alertmanagers_and_a_restart_from_the_same_state(
         await config.start()
         service = LeaderAlertService(
             config, store=the_store, resolver=resolver,
-            alertmanager_port=three_alertmanagers[0].port,
+            alertmanager_port=three_alertmanagers.port,
             state_store_factory=lambda process: state,
             max_first_delay_s=0.1, persist_interval_s=0.2,
         )  # fmt: skip
@@ -228,7 +163,7 @@ async def test_three_discovered_alertmanagers_and_a_restart_from_the_same_state(
         targets = service.targets
         assert targets is not None
         assert sorted(t["url"] for t in targets.status()) == [
-            f"http://{host}:{three_alertmanagers[0].port}/api/v2/alerts" for host in ADDRESSES
+            f"http://{host}:{three_alertmanagers.port}/api/v2/alerts" for host in ADDRESSES
         ]
         starts_at = {notifications(r, "firing")[0]["startsAt"] for r in receivers}
         assert len(starts_at) == 1

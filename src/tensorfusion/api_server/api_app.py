@@ -29,6 +29,7 @@ from tensorfusion.domain.simulate_schedule import UnknownNodesError, simulate_sc
 __all__ = [
     "ALERTS_PATH",
     "ALLOCATION_PATH",
+    "API_PREFIX",
     "ASSIGN_INDEX_PATH",
     "CONFIG_PATH",
     "MAX_FORWARDED_BODY",
@@ -40,6 +41,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
+API_PREFIX: Final = "/api/"
 SIMULATE_SCHEDULE_PATH: Final = "/api/simulate-schedule"
 ALLOCATION_PATH: Final = "/api/allocation"
 POOLS_PATH: Final = "/api/pools"
@@ -206,7 +208,7 @@ def _forward_middleware(
 def create_api_app(
     backend: ApiBackend,
     *,
-    forward_prefixes: Sequence[str] = ("/api/",),
+    forward_prefixes: Sequence[str] = (API_PREFIX,),
     forward_timeout: float = 10.0,
     max_body: int = MAX_FORWARDED_BODY,
     clock: Callable[[], float] = time.time,

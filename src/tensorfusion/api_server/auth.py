@@ -5,13 +5,14 @@ checked by TokenReview (scheduling.md §16): 401 `Unauthorized` without a valid 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from aiohttp import web
 
 from tensorfusion.api_server.backend import ApiBackend
 from tensorfusion.api_server.responses import ApiError
 
-__all__ = ["bearer_token", "require_controller_service_account"]
+__all__ = ["bearer_token", "require_controller_service_account", "require_service_account"]
 
 _log = logging.getLogger(__name__)
 
@@ -37,6 +38,18 @@ def bearer_token(request: web.Request) -> str:
 async def require_controller_service_account(request: web.Request, backend: ApiBackend) -> str:
     """The username of a valid token of the controller's ServiceAccount; else ApiError 401
     (no or invalid token), 403 (someone else's token) or 503 (TokenReview failed)."""
+    own = backend.service_account()
+    return await require_service_account(
+        request, backend, (own,), f"the controller's ServiceAccount ({own})"
+    )
+
+
+async def require_service_account(
+    request: web.Request, backend: ApiBackend, allowed: Collection[str], described: str
+) -> str:
+    """The username of a valid token of one of the `allowed` usernames (`described` for the
+    403 message); else ApiError 401 (no or invalid token), 403 (someone else's token) or 503
+    (TokenReview failed)."""
     token = bearer_token(request)
     try:
         review = await backend.review_token(token)
@@ -48,12 +61,10 @@ async def require_controller_service_account(request: web.Request, backend: ApiB
     if not review.authenticated:
         detail = f": {review.error}" if review.error else ""
         raise _unauthorized(f"the bearer token is not valid{detail}")
-    own = backend.service_account()
-    if review.username != own:
+    if review.username is None or review.username not in allowed:
         raise ApiError(
             403,
             "Forbidden",
-            f"{review.username or 'this user'} may not call {request.path}: only the "
-            f"controller's ServiceAccount ({own}) may",
+            f"{review.username or 'this user'} may not call {request.path}: only {described} may",
         )
-    return own
+    return review.username

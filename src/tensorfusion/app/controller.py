@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from aiohttp import web
 from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry
 
@@ -31,9 +32,11 @@ from tensorfusion.alerting.kube_event_sink import KubernetesEventSink
 from tensorfusion.alerting.leader_service import LeaderAlertService
 from tensorfusion.alerting.replica_config import ReplicaConfig
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
-from tensorfusion.api_server.api_app import create_api_app
+from tensorfusion.api_server.api_app import API_PREFIX, create_api_app
+from tensorfusion.api_server.backend import service_account_username
 from tensorfusion.api_server.health_app import create_health_app
 from tensorfusion.api_server.metrics_app import create_metrics_app
+from tensorfusion.api_server.metrics_write import METRICS_WRITE_PREFIX, add_metrics_write_route
 from tensorfusion.api_server.serving import RunningServer, join_host_port, serve
 from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
@@ -192,7 +195,7 @@ async def run_controller(
     native = NativeState(NativePlugins(settings.node_resources_fit))
     process = ControllerProcess(flags, env, client, informers, state)
     registry = CollectorRegistry()
-    alerts, config = _alerting(process, registry)
+    alerts, config, metrics = _alerting(process, registry)
     reconcilers = ControllerReconcilers.create(
         client=client, fence=process.fence, state=state, flags=flags, env=env, caches=informers
     )
@@ -217,7 +220,7 @@ async def run_controller(
     informers.start(process.supervisor)
     process.supervisor.start("dynamic-config", config.run)
     try:
-        servers = await _start_servers(flags, env, backend, registry)
+        servers = await _start_servers(flags, env, backend, registry, metrics)
     except OSError as error:
         _log.error("cannot listen: %s", error)
         await process.supervisor.stop()
@@ -247,7 +250,7 @@ def _loop(run: Callable[[], Awaitable[None]]) -> LeaderWork:
 
 def _alerting(
     process: ControllerProcess, registry: CollectorRegistry
-) -> tuple[LeaderAlertService, ReplicaConfig]:
+) -> tuple[LeaderAlertService, ReplicaConfig, LeaderMetricsService]:
     """The replica's hot-reloaded config, and the leader's alert and metrics work (alerts
     first, so that the evaluator stops before the store closes)."""
     events = KubernetesEventSink(
@@ -262,7 +265,7 @@ def _alerting(
     )  # fmt: skip
     alerts = LeaderAlertService(config, store=metrics.wait_store)
     process.leader_work.extend([("alerts", alerts.work), ("metrics", metrics.work)])
-    return alerts, config
+    return alerts, config, metrics
 
 
 def _plain(body: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -276,15 +279,31 @@ async def _start_servers(
     env: ControllerEnvironment,
     backend: ControllerBackend,
     registry: CollectorRegistry,
+    metrics: LeaderMetricsService,
 ) -> list[RunningServer]:
     servers = [await serve(create_health_app(backend), flags.health_probe_bind_address)]
     api = join_host_port(env.api_host, env.api_port) if env.api_host else f":{env.api_port}"
-    servers.append(await serve(create_api_app(backend), api))
+    servers.append(await serve(_api_app(env, backend, metrics), api))
     if flags.metrics_enabled:
         servers.append(await serve(create_metrics_app(registry), flags.metrics_bind_address))
     for server in servers:
         _log.info("listening on %s", server.address)
     return servers
+
+
+def _api_app(
+    env: ControllerEnvironment, backend: ControllerBackend, metrics: LeaderMetricsService
+) -> web.Application:
+    """`/api/*`, and the embedded store's write path unless GreptimeDB is configured."""
+    if env.tsdb.greptime:
+        return create_api_app(backend)
+    app = create_api_app(backend, forward_prefixes=(API_PREFIX, METRICS_WRITE_PREFIX))
+    writers = {
+        service_account_username(env.namespace, env.service_account),
+        service_account_username(env.namespace, env.hypervisor_service_account),
+    }
+    add_metrics_write_route(app, backend, metrics, writers=writers, database=env.tsdb.database)
+    return app
 
 
 async def _serve(process: ControllerProcess) -> int:

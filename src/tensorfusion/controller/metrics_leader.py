@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -47,6 +47,7 @@ from tensorfusion.controller.tsdb_store import (
     open_term_store,
 )
 from tensorfusion.domain.alerting.dynamic_config import DynamicConfig
+from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.metrics.schema import TABLES
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 
@@ -174,6 +175,15 @@ class LeaderMetricsService:
             await self._ready.wait()
             if self._term is None:  # ended meanwhile: wait for the next term
                 await asyncio.sleep(0)
+
+    async def accept(self, rows: Sequence[MetricRow]) -> bool:
+        """Rows from the write path (node agents): written through the current term's buffer;
+        False, nothing taken, while no store has started."""
+        term = self._term
+        if term is None or not self._ready.is_set():
+            return False
+        await term.write(rows)
+        return True
 
     def status(self) -> dict[str, Any]:
         """The store, its condition and the buffer, for status output."""

@@ -17,6 +17,7 @@ __all__ = ["ControllerEnvironment", "EnvironmentValueError", "TsdbEnvironment"]
 DEFAULT_GPU_NODE_SELECTOR: Final = "nvidia.com/gpu.present=true"
 DEFAULT_NAMESPACE: Final = "tensor-fusion-sys"
 DEFAULT_RELEASE: Final = "tensor-fusion"
+DEFAULT_HYPERVISOR_SERVICE_ACCOUNT: Final = "tensor-fusion-hypervisor-sa"
 
 
 class EnvironmentValueError(ValueError):
@@ -82,6 +83,9 @@ class ControllerEnvironment:
     host (tests, `dev up`) each take a loopback address, which is also their `POD_IP`."""
     service_account: str = DEFAULT_RELEASE
     """The controller's own ServiceAccount (the only caller of state-changing `/api/*`)."""
+    hypervisor_service_account: str = DEFAULT_HYPERVISOR_SERVICE_ACCOUNT
+    """`HYPERVISOR_SERVICE_ACCOUNT_NAME`: the node agents' ServiceAccount, whose tokens may
+    write to the embedded metrics store (with the controller's own)."""
     embedded_store_dir: str = "/var/lib/tensor-fusion/tsdb"
     """`TSDB_EMBEDDED_DIR`: where the leader's embedded DuckDB store keeps its file (the
     chart's emptyDir); out of a pod, any writable directory of this replica's own."""
@@ -127,6 +131,8 @@ class ControllerEnvironment:
             service_account=env.get("SERVICE_ACCOUNT_NAME", "").strip()
             or env.get("TF_RELEASE_FULLNAME", "").strip()
             or DEFAULT_RELEASE,
+            hypervisor_service_account=env.get("HYPERVISOR_SERVICE_ACCOUNT_NAME", "").strip()
+            or DEFAULT_HYPERVISOR_SERVICE_ACCOUNT,
             embedded_store_dir=env.get("TSDB_EMBEDDED_DIR", "").strip()
             or "/var/lib/tensor-fusion/tsdb",
             tsdb=tsdb,
