@@ -200,8 +200,37 @@ async def test_the_guides_simulate_schedule_curl_works_on_either_replica(
             except AssertionError as error:
                 raise AssertionError(f"{error}\nlast answer: {answers[-1:]}") from None
             assert result["node"] == node and result["gpus"] == [gpu]
+        # Through the follower: an impossible request names the stage per node, a bad
+        # annotation is 422, and the state-changing endpoint wants a token.
+        huge = body.replace('tflops-request: "100"', 'tflops-request: "5000"').replace(
+            'tflops-limit: "100"', 'tflops-limit: "5000"')  # fmt: skip
+        code, answer = await post_pod(follower, huge)
+        assert code == 200 and answer["result"]["schedulable"] is False, answer
+        [rejected] = [n for n in answer["nodes"] if n["node"] == node]
+        assert rejected["rejectedAt"] == "GPUResourceFilter", rejected
+        assert "available tflops 312 < request 5k" in rejected["gpus"][0]["reason"]
+        bad = body.replace('vram-request: "16Gi"', 'vram-request: "lots"')
+        code, answer = await post_pod(follower, bad)
+        assert code == 422 and answer["error"]["code"] == "InvalidAnnotations"
+        assert "vram-request" in answer["error"]["message"]
+        code, text = await follower.get("/api/assign-index?podName=p")
+        assert code == 401 and "Bearer" in text
     finally:
         beating.cancel()
+
+
+async def post_pod(replica: Replica, body: str) -> tuple[int, dict[str, Any]]:
+    """`POST /api/simulate-schedule` with a YAML pod: the status and the JSON answer."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            replica.url("/api/simulate-schedule"),
+            data=body,
+            headers={"Content-Type": "application/yaml"},
+        ) as reply,  # fmt: skip
+    ):
+        answer: dict[str, Any] = await reply.json()
+        return reply.status, answer
 
 
 async def test_a_new_leader_rebuilds_exactly_the_allocation_and_releases_a_deleted_worker(
@@ -248,6 +277,18 @@ async def test_a_new_leader_rebuilds_exactly_the_allocation_and_releases_a_delet
             return status(await read(kube, POOL, pool)).get("phase") == "Running"
 
         await eventually(pool_running, what="the pool Running", components=[first.component])
+
+        async def kubectl_shows_running() -> str | None:
+            shown = await control_plane.kubectl(
+                "get", f"tensorfusioncluster/tf-{run}", f"gpupool/{pool}", f"gpunode/{node}",
+                f"gpu/{gpus[0]}", f"gpu/{gpus[1]}",
+            )  # fmt: skip
+            rows = [line for line in shown.splitlines() if line and not line.startswith("NAME")]
+            return shown if len(rows) == 5 and all("Running" in r for r in rows) else None
+
+        shown = await eventually(kubectl_shows_running, what="kubectl get: all Running",
+                                 components=[first.component])  # fmt: skip
+        assert "TOTAL TFLOPS" in shown and "AVAILABLE VRAM" in shown
         await kube.create(worker_pod("w0", namespace, pool, node, gpus[0]))
 
         async def allocation(replica: Replica) -> dict[str, Any] | None:
