@@ -9,11 +9,11 @@ import pytest
 
 from tensorfusion.domain.admission import AdmissionDecision, Outcome, read_auto_migration
 from tensorfusion.domain.admission.classification import Route, classify
-from tensorfusion.domain.admission.native_resources import (
+from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.native_resources import (
     DEFAULT_NATIVE_RESOURCES,
     has_native_gpus,
 )
-from tensorfusion.domain.annotations import KEYS
 
 from .admission_builders import P, make_pod, native_container, resources_ok
 

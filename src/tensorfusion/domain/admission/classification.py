@@ -11,8 +11,8 @@ from tensorfusion.domain.admission.auto_migration import (
     AutoMigrationConfig,
     auto_migration_selects,
 )
-from tensorfusion.domain.admission.native_resources import has_native_gpus
 from tensorfusion.domain.annotations import Keys
+from tensorfusion.domain.native_resources import has_native_gpus
 
 __all__ = ["Classification", "Route", "classify", "with_progressive_scheduler"]
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensorfusion.domain.admission.auto_migration import AutoMigrationConfig
-from tensorfusion.domain.admission.native_resources import DEFAULT_NATIVE_RESOURCES, has_native_gpus
 from tensorfusion.domain.admission.replica_gate import COUNTED_OWNER_KINDS
 from tensorfusion.domain.admission.workload_identity import (
     OwnerKey,
@@ -22,6 +21,7 @@ from tensorfusion.domain.admission.workload_identity import (
 from tensorfusion.domain.annotation_errors import Problem
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.model import GPU, GPUPool, GPUResourceQuota, WorkloadProfile
+from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES, has_native_gpus
 
 __all__ = ["AUTO_MIGRATION_OFF", "AdmissionFacts", "FactNeeds", "InvalidObject", "facts_needed"]
 

@@ -6,10 +6,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tensorfusion.domain.admission.native_resources import strip_native_resources
 from tensorfusion.domain.admission.resolved import ResolvedWorkload
 from tensorfusion.domain.annotations import COMPONENT_WORKER, Keys, encode_index
 from tensorfusion.domain.json_patch import json_copy
+from tensorfusion.domain.native_resources import strip_native_resources
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
 __all__ = ["build_worker_pod", "normalised_annotations", "owned_annotation_keys"]

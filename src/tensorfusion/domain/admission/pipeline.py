@@ -22,10 +22,6 @@ from tensorfusion.domain.admission.hardware import (
 )
 from tensorfusion.domain.admission.hashing import client_config_hash
 from tensorfusion.domain.admission.mutation import build_worker_pod
-from tensorfusion.domain.admission.native_resources import (
-    inspect_native_gpus,
-    native_injection_problems,
-)
 from tensorfusion.domain.admission.pool_resolution import resolve_pool
 from tensorfusion.domain.admission.profile import ProfileSpec, read_profile
 from tensorfusion.domain.admission.qos import derive_qos
@@ -39,6 +35,10 @@ from tensorfusion.domain.admission.workload import WorkloadWrite, build_workload
 from tensorfusion.domain.admission.workload_identity import resolve_workload_identity
 from tensorfusion.domain.annotation_errors import AnnotationError, Problem, problem
 from tensorfusion.domain.json_patch import json_copy, json_patch_diff
+from tensorfusion.domain.native_resources import (
+    inspect_native_gpus,
+    native_injection_problems,
+)
 from tensorfusion.domain.vocabulary import IsolationMode
 
 __all__ = ["admit"]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tensorfusion.domain.admission.native_resources import NativeGPUs
 from tensorfusion.domain.admission.validation import ParsedAnnotations
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.annotation_errors import Problem, invalid_value, problem
 from tensorfusion.domain.annotations import INDEX_MAX, INDEX_MIN, Keys
 from tensorfusion.domain.model import Resource
+from tensorfusion.domain.native_resources import NativeGPUs
 
 __all__ = [
     "FULL_GPU_PERCENT_MILLI",
