@@ -148,6 +148,12 @@ def parse_quantity(text: str) -> Quantity:
     """Parse Kubernetes quantity text ("16Gi", "100", "1500m", "1e3") exactly."""
     if not isinstance(text, str):
         raise QuantityError(f"not a quantity: {text!r}")
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_text(text: str) -> Quantity:
+    # Quantities are immutable, and clusters repeat the same few texts ("312", "80Gi").
     match = _PATTERN.fullmatch(text.strip()) if text == text.strip() else None
     if match is None:
         raise QuantityError(f"not a quantity: {text!r}")

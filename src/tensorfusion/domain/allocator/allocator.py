@@ -85,6 +85,10 @@ class Allocator:
         self.pools[settings.name] = settings
         self._changes.nodes_changed(self.nodes)
 
+    def _largest_capacity_tflops(self, pool: str) -> int:
+        members = self.pool_members.get(pool, ())
+        return max((self.gpus[name].capacity_tflops for name in members), default=0)
+
     def pool_gpus(self, pool: str) -> list[GPUState]:
         """The GPUs labelled with the pool, by name."""
         return [self.gpus[name] for name in sorted(self.pool_members.get(pool, ()))]
@@ -242,7 +246,8 @@ class Allocator:
         unknown = tuple(n for n in wanted if n not in self.gpus)
         elsewhere = tuple(n for n in wanted if n in self.gpus and self.gpus[n].node != node_name)
         names = tuple(n for n in wanted if n not in unknown)
-        fallback = max((g.capacity_tflops for g in self.pool_gpus(request.pool)), default=0)
+        # Only a record with no known GPU converts percent values with the pool's largest GPU.
+        fallback = 0 if names else self._largest_capacity_tflops(request.pool)
         self.release(request.pod_uid)
         record = make_record(
             request, node_name, [self.gpus[n] for n in names], now, None,
