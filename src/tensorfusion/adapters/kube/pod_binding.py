@@ -1,0 +1,73 @@
+"""The pod calls of the extender's `bind`: read a pod, JSON-patch it, post its Binding.
+
+`LightkubePodBinding` implements them over a lightkube `AsyncClient`; every API error becomes
+`PodCallError` with its HTTP code (404: the pod is gone; 409: the pod is already bound).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.models.core_v1 import ObjectReference
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Pod, PodBinding
+from lightkube.types import PatchType
+
+__all__ = ["LightkubePodBinding", "PodCallError"]
+
+
+class PodCallError(Exception):
+    """A pod call answered with an error status."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _error(error: ApiError) -> PodCallError:
+    return PodCallError(int(error.status.code or 0), str(error.status.message or error))
+
+
+class LightkubePodBinding:
+    """Pod reads, JSON patches and Bindings over lightkube."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as a JSON dict, None when it does not exist."""
+        try:
+            pod = await self._client.get(Pod, name, namespace=namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                return None
+            raise _error(error) from None
+        found: dict[str, Any] = pod.to_dict()  # type: ignore[no-untyped-call]
+        return found
+
+    async def patch_pod(
+        self, namespace: str, name: str, operations: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Apply a JSON patch (RFC 6902) to the pod."""
+        try:
+            await self._client.patch(
+                Pod, name, [dict(op) for op in operations], namespace=namespace,
+                patch_type=PatchType.JSON,
+            )  # fmt: skip
+        except ApiError as error:
+            raise _error(error) from None
+
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST the pod's Binding to `node` (the pod's UID is a precondition)."""
+        binding = PodBinding(
+            metadata=ObjectMeta(name=name, namespace=namespace, uid=uid),
+            target=ObjectReference(apiVersion="v1", kind="Node", name=node),
+        )
+        try:
+            await self._client.create(binding, name=name, namespace=namespace)
+        except ApiError as error:
+            raise _error(error) from None

@@ -1,0 +1,392 @@
+"""The extender's verbs on the leader's live allocator (scheduling.md §12, §15).
+
+`Extender.filter`, `.prioritize` and `.bind` take the decoded requests and return the answers;
+the HTTP layer (`extender.app`) only decodes, times and encodes. The decisions are the domain's
+(`extender_verbs`, `binding`); this shell adds the pod calls, the Events and the fence: a
+replica that lost the Lease refuses `bind` before it patches anything.
+
+The allocator is only touched between awaits, so a `filter` decision and its assumption are
+one step; a `bind` holds its pod's assumption while it patches the pod and posts the Binding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
+
+from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.progressive_migration import SCHEDULE_WITH_NATIVE_GPU
+from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
+from tensorfusion.domain.annotation_errors import AnnotationError
+from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.pod_request import request_from_pod
+from tensorfusion.domain.scheduling.binding import (
+    GPU_DEVICE_ALLOCATED_FAILED,
+    BindEvent,
+    BindRefusedError,
+    allocated_event,
+    plan_bind,
+    rollback_patch,
+)
+from tensorfusion.domain.scheduling.decision import ScoreWeights
+from tensorfusion.domain.scheduling.extender_protocol import (
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
+    ExtenderFilterResult,
+    HostPriorityList,
+    host_priorities,
+)
+from tensorfusion.domain.scheduling.extender_verbs import (
+    ALLOCATOR_NOT_READY,
+    FilterAnswer,
+    PodKind,
+    filter_native_gpu_pod,
+    filter_worker,
+    pod_kind,
+    prioritize,
+)
+from tensorfusion.domain.scheduling.native import NativeInputError
+from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster, PodNativeView
+from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+
+__all__ = [
+    "FAILED_GPU_SCHEDULING",
+    "NOT_LEADER",
+    "STALE_BINDING",
+    "Extender",
+    "PodCalls",
+    "PodEvents",
+]
+
+_log = logging.getLogger(__name__)
+
+NOT_LEADER: Final = "not leader"
+STALE_BINDING: Final = "stale binding request"
+FAILED_GPU_SCHEDULING: Final = "FailedGPUScheduling"
+"""Warning Event on a pod no node could take, with the per-stage summary."""
+SWEEP_INTERVAL_S: Final = 10.0
+PATCH_ATTEMPTS: Final = 3
+PATCH_BACKOFF_S: Final = 1.0
+
+
+class PodCalls(Protocol):
+    """The API calls of `bind` (`adapters.kube.pod_binding.LightkubePodBinding`)."""
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def patch_pod(
+        self, namespace: str, name: str, operations: Sequence[Mapping[str, Any]]
+    ) -> None: ...
+
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+
+
+class PodEvents(Protocol):
+    """Records an Event on a pod; never raises."""
+
+    async def pod_event(
+        self,
+        pod: Mapping[str, Any],
+        type_: Literal["Normal", "Warning"],
+        reason: str,
+        message: str,
+    ) -> None: ...
+
+
+class PodCache(Protocol):
+    """The worker-pod informer cache."""
+
+    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None: ...
+
+
+@dataclass(slots=True)
+class ExtenderCounters:
+    """Outcomes by verb and result, read by the metrics collector."""
+
+    results: dict[tuple[str, str], int] = field(default_factory=dict)
+    expired_assumptions: int = 0
+
+    def count(self, verb: str, result: str) -> None:
+        key = (verb, result)
+        self.results[key] = self.results.get(key, 0) + 1
+
+
+class Extender:
+    """filter, prioritize and bind for the child kube-scheduler, on the leader."""
+
+    def __init__(
+        self,
+        *,
+        allocator: Callable[[], Allocator | None],
+        native: NativeCluster,
+        pods: PodCalls,
+        cache: PodCache,
+        events: PodEvents,
+        fence: Callable[[], float],
+        args: GPUSchedulingArgs,
+        weights: ScoreWeights,
+        progressive_migration: bool = False,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+        keys: Keys = KEYS,
+    ) -> None:
+        self._allocator = allocator
+        self._native = native
+        self._pods = pods
+        self._cache = cache
+        self._events = events
+        self._fence = fence
+        self._args = args
+        self._weights = weights
+        self._progressive = progressive_migration
+        self._clock = clock
+        self._sleep = sleep
+        self._keys = keys
+        self._index: NodeScoreIndex | None = None
+        self._binding: dict[str, asyncio.Lock] = {}
+        self.counters = ExtenderCounters()
+
+    # ---- filter / prioritize -----------------------------------------------------------------
+
+    def _node_index(self, allocator: Allocator) -> NodeScoreIndex:
+        if self._index is None or self._index.allocator is not allocator:
+            self._index = NodeScoreIndex(allocator, self._args.weights)
+        return self._index
+
+    async def filter(self, request: ExtenderArgs) -> ExtenderFilterResult:
+        """One node for a TF worker (its GPUs assumed), all candidates for other pods."""
+        allocator = self._allocator()
+        if allocator is None:
+            self.counters.count("filter", "not-ready")
+            return ExtenderFilterResult.error(ALLOCATOR_NOT_READY)
+        pod = request.pod
+        kind = self._kind(pod)
+        if kind is PodKind.OTHER:
+            self.counters.count("filter", "passed")
+            return ExtenderFilterResult.all_pass(request.node_names)
+        if kind is PodKind.NATIVE_GPU:
+            answer = filter_native_gpu_pod(allocator, request.node_names)
+        else:
+            answer = self._filter_worker(allocator, request)
+        if answer.unschedulable is not None:
+            self.counters.count("filter", "unschedulable")
+            await self._events.pod_event(pod, "Warning", FAILED_GPU_SCHEDULING,
+                                         answer.unschedulable)  # fmt: skip
+        else:
+            self.counters.count("filter", "placed" if kind is PodKind.WORKER else "passed")
+        return answer.result
+
+    def _filter_worker(self, allocator: Allocator, request: ExtenderArgs) -> FilterAnswer:
+        uid = request.pod_uid
+        try:
+            with self._native_view(uid, request.pod) as native:
+                return filter_worker(
+                    self._node_index(allocator), request.pod, request.node_names, native,
+                    self._args, self._weights, self._clock(), self._keys,
+                )  # fmt: skip
+        except NativeInputError as error:
+            message = f"pod resources: {error}"
+            return FilterAnswer(
+                ExtenderFilterResult.none_pass(dict.fromkeys(request.node_names, message)),
+                unschedulable=f"0/{len(request.node_names)} nodes are available: {message}",
+            )
+
+    def _native_view(self, uid: str, pod: Mapping[str, Any]) -> _CompiledPod:
+        return _CompiledPod(self._native, uid, pod)
+
+    async def prioritize(self, request: ExtenderArgs) -> HostPriorityList:
+        """10 for the node the pod was assumed on, 0 elsewhere and for other pods."""
+        allocator = self._allocator()
+        if allocator is None:
+            return host_priorities(dict.fromkeys(request.node_names, 0))
+        return prioritize(allocator, request.pod_uid, request.node_names)
+
+    # ---- bind ---------------------------------------------------------------------------------
+
+    async def bind(self, request: ExtenderBindingArgs) -> ExtenderBindingResult:
+        """§12 for a TF worker; a plain Binding for other pods."""
+        lock = self._binding.setdefault(request.pod_uid, asyncio.Lock())
+        try:
+            async with lock:
+                result = await self._bind(request)
+        finally:
+            if not lock.locked():
+                self._binding.pop(request.pod_uid, None)
+        self.counters.count("bind", "bound" if result.ok else "refused")
+        return result
+
+    async def _bind(self, request: ExtenderBindingArgs) -> ExtenderBindingResult:
+        refused = self._not_leader()
+        if refused is not None:
+            return refused
+        allocator = self._allocator()
+        if allocator is None:
+            return ExtenderBindingResult.error(ALLOCATOR_NOT_READY)
+        pod = await self._load_pod(request)
+        if pod is None:
+            return ExtenderBindingResult.error(
+                f"{STALE_BINDING}: pod {request.pod_namespace}/{request.pod_name} with UID "
+                f"{request.pod_uid} does not exist"
+            )
+        kind = self._kind(pod)
+        if kind is not PodKind.WORKER:
+            failure = await self._post_binding(request)
+            if failure is None and kind is PodKind.NATIVE_GPU:
+                message = f"Scheduled with native GPUs on {request.node}"
+                await self._events.pod_event(pod, "Normal", SCHEDULE_WITH_NATIVE_GPU, message)
+            return ExtenderBindingResult.error(failure) if failure else ExtenderBindingResult()
+        return await self._bind_worker(allocator, request, pod)
+
+    def _not_leader(self) -> ExtenderBindingResult | None:
+        try:
+            self._fence()
+        except Exception as error:
+            _log.warning("bind refused: %s", error)
+            return ExtenderBindingResult.error(NOT_LEADER)
+        return None
+
+    async def _load_pod(self, request: ExtenderBindingArgs) -> Mapping[str, Any] | None:
+        pod = self._cache.get(request.pod_name, request.pod_namespace)
+        if pod is None or _uid(pod) != request.pod_uid:
+            pod = await self._pods.get_pod(request.pod_namespace, request.pod_name)
+        if pod is None or _uid(pod) != request.pod_uid:
+            return None
+        return pod
+
+    async def _bind_worker(
+        self, allocator: Allocator, request: ExtenderBindingArgs, pod: Mapping[str, Any]
+    ) -> ExtenderBindingResult:
+        uid = request.pod_uid
+        try:
+            allocation = request_from_pod(pod, self._keys)
+            with self._native_view(uid, pod) as native:
+                plan = plan_bind(allocator, allocation, request.node, pod, native, self._args,
+                                 self._weights, self._clock(), self._keys)  # fmt: skip
+        except (BindRefusedError, AnnotationError, NativeInputError) as error:
+            return ExtenderBindingResult.error(str(error))
+        if not plan.already_committed:
+            problem = await self._patch_with_retries(request, plan.patch)
+            if problem is not None:
+                allocator.release(uid)
+                await self._events.pod_event(pod, "Warning", GPU_DEVICE_ALLOCATED_FAILED, problem)
+                return ExtenderBindingResult.error(problem)
+            allocator.commit(uid, self._clock())
+            for event in plan.events:
+                await self._record(pod, event)
+        failure = await self._post_binding(request)
+        if failure is not None and not await self._bound_anyway(request):
+            allocator.release(uid)
+            await self._remove_annotations(request)
+            return ExtenderBindingResult.error(failure)
+        await self._record(pod, allocated_event(plan.record))
+        return ExtenderBindingResult()
+
+    async def _patch_with_retries(
+        self, request: ExtenderBindingArgs, operations: Sequence[Mapping[str, Any]]
+    ) -> str | None:
+        """None once patched; else why not (after 3 attempts, 1 s then 2 s apart, ±10%)."""
+        last = ""
+        for attempt in range(1, PATCH_ATTEMPTS + 1):
+            refused = self._not_leader()
+            if refused is not None:
+                return NOT_LEADER
+            try:
+                await self._pods.patch_pod(request.pod_namespace, request.pod_name, operations)
+            except Exception as error:
+                last = str(error)
+                _log.warning("pod %s/%s: GPU annotations not written (attempt %d): %s",
+                             request.pod_namespace, request.pod_name, attempt, error)  # fmt: skip
+                if attempt < PATCH_ATTEMPTS:
+                    delay = PATCH_BACKOFF_S * 2 ** (attempt - 1)
+                    await self._sleep(delay * random.uniform(0.9, 1.1))
+                continue
+            return None
+        return f"cannot write the GPU annotations of the pod: {last}"
+
+    async def _post_binding(self, request: ExtenderBindingArgs) -> str | None:
+        refused = self._not_leader()
+        if refused is not None:
+            return NOT_LEADER
+        try:
+            await self._pods.bind_pod(request.pod_namespace, request.pod_name, request.pod_uid,
+                                      request.node)  # fmt: skip
+        except Exception as error:
+            _log.warning("binding of pod %s/%s to %s failed: %s", request.pod_namespace,
+                         request.pod_name, request.node, error)  # fmt: skip
+            return f"binding to node {request.node} failed: {error}"
+        return None
+
+    async def _bound_anyway(self, request: ExtenderBindingArgs) -> bool:
+        """After a failed Binding: whether the pod is on the node all the same."""
+        try:
+            pod = await self._pods.get_pod(request.pod_namespace, request.pod_name)
+        except Exception:
+            return False
+        return pod is not None and (pod.get("spec") or {}).get("nodeName") == request.node
+
+    async def _remove_annotations(self, request: ExtenderBindingArgs) -> None:
+        """Best effort: take back `gpu-ids` and the other bind annotations."""
+        try:
+            pod = await self._pods.get_pod(request.pod_namespace, request.pod_name)
+            operations = rollback_patch(pod, self._keys) if pod is not None else ()
+            if operations and _uid(pod or {}) == request.pod_uid:
+                await self._pods.patch_pod(request.pod_namespace, request.pod_name, operations)
+        except Exception as error:
+            _log.warning("pod %s/%s: GPU annotations not removed after a failed binding: %s",
+                         request.pod_namespace, request.pod_name, error)  # fmt: skip
+
+    async def _record(self, pod: Mapping[str, Any], event: BindEvent) -> None:
+        type_: Literal["Normal", "Warning"] = "Warning" if event.type == "Warning" else "Normal"
+        await self._events.pod_event(pod, type_, event.reason, event.message)
+
+    # ---- assumptions ------------------------------------------------------------------------
+
+    def expire_assumptions(self) -> list[str]:
+        """Release assumptions older than their 60 s TTL; the released pod UIDs."""
+        allocator = self._allocator()
+        if allocator is None:
+            return []
+        expired = allocator.expire_assumptions(self._clock())
+        if expired:
+            self.counters.expired_assumptions += len(expired)
+            _log.info("released %d assumptions that no bind followed: %s", len(expired),
+                      ", ".join(expired))  # fmt: skip
+        return expired
+
+    async def sweep_forever(self) -> None:
+        """`expire_assumptions` every 10 s until cancelled."""
+        while True:
+            await self._sleep(SWEEP_INTERVAL_S)
+            self.expire_assumptions()
+
+    def _kind(self, pod: Mapping[str, Any]) -> PodKind:
+        return pod_kind(pod, progressive_migration=self._progressive, keys=self._keys)
+
+
+class _CompiledPod:
+    """The pod compiled into the native view for one decision, forgotten afterwards unless the
+    informer has bound it meanwhile."""
+
+    def __init__(self, cluster: NativeCluster, uid: str, pod: Mapping[str, Any]) -> None:
+        self._cluster, self._uid, self._pod = cluster, uid, pod
+        self._added = False
+
+    def __enter__(self) -> PodNativeView:
+        if self._uid not in self._cluster.pods:
+            self._cluster.add_pod(self._uid, self._pod)
+            self._added = True
+        return self._cluster.view(self._uid)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._added and self._uid not in self._cluster.bound:
+            self._cluster.forget_pod(self._uid)
+
+
+def _uid(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")

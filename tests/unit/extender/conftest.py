@@ -1,0 +1,151 @@
+"""Fakes of the extender's pod calls and events, and a harness around `Extender`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pytest
+
+from tensorfusion.adapters.package_data import default_scheduler_config
+from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.records import RecordState
+from tensorfusion.domain.annotations import KEYS, encode_index
+from tensorfusion.domain.scheduling.extender_protocol import ExtenderArgs, ExtenderBindingArgs
+from tensorfusion.domain.scheduling.native import NativePlugins
+from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
+from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
+from tensorfusion.domain.scheduling.scheduler_config import read_scheduler_settings
+from tensorfusion.extender.scheduling import Extender
+from tensorfusion.runtime.leader_election import NotLeaderError
+
+from ..allocator.builders import POOL, allocator_with, gpu
+
+SETTINGS = read_scheduler_settings(default_scheduler_config())
+NODES = ("node-a", "node-b")
+
+
+def node(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110",
+                                       "nvidia.com/gpu": "8"}}}  # fmt: skip
+
+
+def worker(uid: str = "u1", tflops: str = "100") -> dict[str, Any]:
+    index, value = encode_index(3)
+    return {
+        "metadata": {"name": f"pod-{uid}", "namespace": "ns", "uid": uid,
+                     "labels": {KEYS.component: "worker"},
+                     "annotations": {KEYS.gpupool: POOL, KEYS.tflops_request: tflops,
+                                     KEYS.vram_request: "10Gi"}},
+        "spec": {"containers": [{"name": "main", "resources": {"limits": {index: str(value)}}}]},
+    }  # fmt: skip
+
+
+@dataclass
+class FakePods:
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+    patch_failures: int = 0
+    bind_error: Exception | None = None
+    bound_anyway: bool = False
+    allocator: Allocator | None = None
+    states_at_bind: list[RecordState] = field(default_factory=list)
+
+    def add(self, pod: dict[str, Any]) -> None:
+        self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.calls.append("get")
+        return self.pods.get((namespace, name))
+
+    async def patch_pod(
+        self, namespace: str, name: str, operations: Sequence[Mapping[str, Any]]
+    ) -> None:
+        self.calls.append("patch")
+        if self.patch_failures:
+            self.patch_failures -= 1
+            raise RuntimeError("500: etcd is unhappy")
+        annotations = self.pods[(namespace, name)]["metadata"].setdefault("annotations", {})
+        for op in operations:
+            key = op["path"].rsplit("/", 1)[1].replace("~1", "/")
+            if op["op"] == "remove":
+                annotations.pop(key, None)
+            else:
+                annotations[key] = op["value"]
+
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+        self.calls.append("bind")
+        if self.allocator is not None and uid in self.allocator.records:
+            self.states_at_bind.append(self.allocator.records[uid].state)
+        if self.bind_error is not None:
+            if self.bound_anyway:
+                self.pods[(namespace, name)].setdefault("spec", {})["nodeName"] = node
+            raise self.bind_error
+        self.pods[(namespace, name)].setdefault("spec", {})["nodeName"] = node
+
+
+@dataclass
+class FakeEvents:
+    recorded: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    async def pod_event(
+        self, pod: Mapping[str, Any], type_: Literal["Normal", "Warning"], reason: str,
+        message: str,
+    ) -> None:  # fmt: skip
+        self.recorded.append((pod["metadata"]["name"], type_, reason, message))
+
+
+class NoCache:
+    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None:
+        return None
+
+
+@dataclass
+class Harness:
+    allocator: Allocator
+    pods: FakePods
+    events: FakeEvents
+    extender: Extender
+    leading: list[bool]
+    slept: list[float]
+
+
+@pytest.fixture
+def h() -> Harness:
+    allocator = allocator_with(gpu("a1", "node-a"), gpu("b1", "node-b"))
+    native = NativeCluster.from_nodes(NativePlugins(SETTINGS.node_resources_fit),
+                                      {name: node(name) for name in NODES})  # fmt: skip
+    pods, events, leading, slept = FakePods(allocator=allocator), FakeEvents(), [True], []
+
+    def fence() -> float:
+        if not leading[0]:
+            raise NotLeaderError("lost the Lease")
+        return 10.0
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    extender = Extender(
+        allocator=lambda: allocator, native=native, pods=pods, cache=NoCache(), events=events,
+        fence=fence, args=gpu_scheduling_args(SETTINGS), weights=SETTINGS.score_weights,
+        clock=lambda: 100.0, sleep=sleep,
+    )  # fmt: skip
+    return Harness(allocator, pods, events, extender, leading, slept)
+
+
+def args_for(pod: dict[str, Any], names: Sequence[str] = NODES) -> ExtenderArgs:
+    return ExtenderArgs(pod, tuple(names))
+
+
+def binding(pod: dict[str, Any], node: str) -> ExtenderBindingArgs:
+    meta = pod["metadata"]
+    return ExtenderBindingArgs(meta["name"], meta["namespace"], meta["uid"], node)
+
+
+async def place(h: Harness, pod: dict[str, Any]) -> str:
+    h.pods.add(pod)
+    result = await h.extender.filter(args_for(pod))
+    [chosen] = result.node_names
+    return chosen
