@@ -60,7 +60,9 @@ def started_replicas(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> Iterator[Start]:
     """Starts controller replicas in the test namespace, each on a loopback IP of its own
-    (as pods have), all with the same API port, `/metrics` on; stops them afterwards."""
+    (as pods have), all with the same API port, `/metrics` on, and the testenv's
+    kube-scheduler as the leader's child with the extender on the replica's own address;
+    stops them afterwards."""
     started: list[Component] = []
     api_port = free_port()
 
@@ -71,7 +73,9 @@ def started_replicas(
             name,
             [EXECUTABLE, "controller", "--kubeconfig", str(control_plane.kubeconfig),
              "-health-probe-bind-address", f"{ip}:{health_port}",
-             "-metrics-bind-address", f"{ip}:{metrics_port}", *flags],
+             "-metrics-bind-address", f"{ip}:{metrics_port}",
+             "-kube-scheduler-path", str(control_plane.binaries.path("kube-scheduler")),
+             "-scheduler-extender-bind-address", f"{ip}:{free_port()}", *flags],
             tmp_path / f"{name}.log",
             env={"POD_NAME": name, "POD_IP": ip, "OPERATOR_NAMESPACE": namespace,
                  "PORT": str(api_port), "API_BIND_HOST": ip,

@@ -328,3 +328,27 @@ async def keep_beating(kube: AsyncClient, node: str, gpus: int) -> None:
     while True:
         await heartbeat(kube, node, gpus)
         await asyncio.sleep(5)
+
+
+async def test_a_kube_scheduler_newer_than_the_api_server_stops_the_start(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    stub = tmp_path / "kube-scheduler"
+    stub.write_text("#!/bin/sh\necho 'Kubernetes v1.99.0'\n")
+    stub.chmod(0o755)
+    await install_crds(control_plane)
+    component = Component(
+        "newer-scheduler",
+        [EXECUTABLE, "controller", "--kubeconfig", str(control_plane.kubeconfig),
+         "-health-probe-bind-address", "127.0.0.1:0", "-kube-scheduler-path", str(stub)],
+        tmp_path / "newer.log",
+    )  # fmt: skip
+    component.start()
+
+    async def exited() -> int | None:
+        return component.exit_code
+
+    assert await eventually(exited, what="the controller to exit") == 2
+    log = component.log_path.read_text()
+    assert "kube-scheduler Kubernetes v1.99.0 is newer than the API server v1.37" in log
+    assert "Traceback" not in log

@@ -42,6 +42,7 @@ from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
 from tensorfusion.app.controller_metrics import ControllerCollector
 from tensorfusion.app.controller_reconcilers import ControllerReconcilers
+from tensorfusion.app.controller_scheduling import prepare_scheduling
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.metrics_leader import LeaderMetricsService
@@ -62,6 +63,7 @@ from tensorfusion.domain.settings.controller_flags import (
     FlagError,
     parse_controller_flags,
 )
+from tensorfusion.extender.kube_scheduler import SchedulerStartError
 from tensorfusion.runtime.leader_election import (
     LEASE_NAME,
     LeaderElector,
@@ -186,7 +188,8 @@ async def run_controller(
         _log.error("%s", missing_crd_message(missing))
         return EXIT_BAD_INPUT
     try:
-        settings = read_scheduler_settings(_scheduler_config(flags))
+        scheduler_config = _scheduler_config(flags)
+        settings = read_scheduler_settings(scheduler_config)
     except (OSError, SchedulerConfigError) as error:
         _log.error("-scheduler-config %s: %s", flags.scheduler_config, error)
         return EXIT_BAD_INPUT
@@ -207,6 +210,19 @@ async def run_controller(
     ))  # fmt: skip
     process.leader_work.extend((name, _loop(run)) for name, run in reconcilers.work())
     process.leader_work.extend(leader_work)
+    if env.enable_scheduler:
+        try:
+            scheduling = await prepare_scheduling(
+                flags=flags, env=env, client=client, scheduler_config=scheduler_config,
+                settings=settings, state=state, native=native, workers=informers.workers,
+                fence=process.fence, registry=registry,
+            )  # fmt: skip
+        except SchedulerStartError as error:
+            _log.error("%s", error)
+            return EXIT_BAD_INPUT
+        process.leader_work.append(("scheduler", scheduling.work))
+    else:
+        _log.info("ENABLE_SCHEDULER=false: no extender and no kube-scheduler on this replica")
     informers.feed(state)
     informers.feed_native(native)
     backend = ControllerBackend(

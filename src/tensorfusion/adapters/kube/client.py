@@ -8,7 +8,7 @@ import httpx
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core.exceptions import ConfigError
 
-__all__ = ["FIELD_MANAGER", "KubeClientError", "make_client"]
+__all__ = ["FIELD_MANAGER", "KubeClientError", "make_client", "server_version"]
 
 FIELD_MANAGER = "tensor-fusion"
 DEFAULT_TIMEOUT_S = 30.0
@@ -35,3 +35,13 @@ def make_client(kubeconfig: str | None = None, timeout_s: float = DEFAULT_TIMEOU
     return AsyncClient(
         config, timeout=httpx.Timeout(timeout_s), field_manager=FIELD_MANAGER, lazy=True
     )
+
+
+async def server_version(client: AsyncClient) -> str:
+    """The API server's `gitVersion` (`GET /version`), e.g. `v1.37.2`."""
+    # lightkube has no public call for non-resource paths; its HTTP client carries the
+    # server address and credentials of the configuration.
+    http: httpx.AsyncClient = client._client._client  # type: ignore[assignment]
+    response = await http.get("/version")
+    response.raise_for_status()
+    return str(response.json()["gitVersion"])

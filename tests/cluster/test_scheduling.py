@@ -1,0 +1,211 @@
+"""Scheduling through the leader's child kube-scheduler and the extender (scheduling.md §12, §15).
+
+A controller replica (`-agent-readiness heartbeat`) runs the testenv's kube-scheduler as its
+child; fake GPU nodes get their GPUs and heartbeats from a node-agent fixture; worker pods are
+created as the webhook writes them (`schedulerName`, pool and request annotations, an index
+resource). The pod lands where the allocator says, `gpu-ids` is on the pod before its Binding,
+and deleting it releases the GPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from lightkube import AsyncClient
+
+from tensorfusion.domain.annotations import KEYS, encode_index
+from tensorfusion.domain.scheduling.scheduler_config import scheduler_name
+
+from .conftest import DeleteLater
+from .controller_replicas import Replica, Start, holder
+from .controlplane import ControlPlane, eventually
+from .nodes import FakeGpuNodes
+from .test_controller_process import keep_beating
+from .test_controller_reconcilers import (
+    GPU,
+    GPU_NODE,
+    POD,
+    POOL,
+    V1,
+    apply_crds,
+    play_node_agent,
+    read,
+    status,
+)
+
+pytestmark = pytest.mark.cluster
+
+
+@dataclass
+class GpuCluster:
+    """A pool, its nodes with their GPUs (beating), and the leading replica."""
+
+    pool: str
+    nodes: list[str]
+    gpus: dict[str, list[str]]
+    leader: Replica
+
+
+def webhook_worker(name: str, namespace: str, pool: str, tflops: str, vram: str,
+                   index: int) -> Any:  # fmt: skip
+    """A worker pod as the admission webhook leaves it."""
+    resource, value = encode_index(index)
+    return POD.from_dict({
+        "metadata": {
+            "name": name, "namespace": namespace,
+            "labels": {KEYS.component: "worker", KEYS.enabled: "true"},
+            "annotations": {KEYS.gpupool: pool, KEYS.tflops_request: tflops,
+                            KEYS.vram_request: vram, KEYS.tflops_limit: tflops,
+                            KEYS.vram_limit: vram},
+            "finalizers": [KEYS.finalizer],
+        },
+        "spec": {
+            "schedulerName": scheduler_name(),
+            "containers": [{"name": "main", "image": "busybox", "resources": {
+                "requests": {"cpu": "100m", "memory": "64Mi"},
+                "limits": {resource: str(value)}}}],
+        },
+    })  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def gpu_cluster(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+    *,
+    nodes: int = 2,
+    gpus_per_node: int = 2,
+) -> AsyncIterator[GpuCluster]:
+    await apply_crds(control_plane, kube)
+    run = secrets.token_hex(3)
+    pool = f"tf-{run}-pool"
+    names = [n.metadata.name for n in await fake_gpu_nodes(nodes, labels={"tf-run": run})
+             if n.metadata and n.metadata.name]  # fmt: skip
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "tf-run", "operator": "In", "values": [run]}]}]}  # fmt: skip
+    spec = {"nodeManagerConfig": {"nodeSelector": selector}}
+    await kube.create(POOL({"apiVersion": V1, "kind": "GPUPool", "metadata": {"name": pool},
+                            "spec": spec}))  # fmt: skip
+    cluster_objects(POOL, pool)
+    gpus = {node: [f"gpu-{run}-{i}-{g}" for g in range(gpus_per_node)]
+            for i, node in enumerate(names)}  # fmt: skip
+    for node, node_gpus in gpus.items():
+        cluster_objects(GPU_NODE, node)
+        for name in node_gpus:
+            cluster_objects(GPU, name)
+    leader = replicas("replica-s", "-leader-elect", "-agent-readiness", "heartbeat")
+
+    async def gpu_nodes() -> bool:
+        return all([await read(kube, GPU_NODE, n) is not None for n in names])
+
+    await eventually(gpu_nodes, what="the GPUNodes", components=[leader.component])
+    for node, node_gpus in gpus.items():
+        await play_node_agent(kube, node, pool, node_gpus)
+    beats = [asyncio.create_task(keep_beating(kube, n, gpus_per_node)) for n in names]
+    try:
+
+        async def pool_running() -> bool:
+            leads = await holder(kube, namespace) == "replica-s"
+            return leads and status(await read(kube, POOL, pool)).get("phase") == "Running"
+
+        await eventually(pool_running, what="the pool Running", components=[leader.component])
+        yield GpuCluster(pool, names, gpus, leader)
+    finally:
+        for task in beats:
+            task.cancel()
+
+
+async def allocations(replica: Replica, namespace: str) -> list[dict[str, Any]]:
+    code, text = await replica.get(f"/api/allocation?namespace={namespace}")
+    assert code == 200, text
+    found: list[dict[str, Any]] = json.loads(text)["allocations"]
+    return found
+
+
+async def test_a_worker_lands_on_the_allocators_choice_with_gpu_ids_before_its_binding(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+) -> None:
+    async with gpu_cluster(control_plane, kube, namespace, replicas, fake_gpu_nodes,
+                           cluster_objects) as cluster:  # fmt: skip
+        seen: list[dict[str, Any]] = []
+
+        async def watch() -> None:
+            async for _, pod in kube.watch(POD, namespace=namespace):
+                seen.append(pod.to_dict())
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await kube.create(webhook_worker("w0", namespace, cluster.pool, "100", "10Gi", 1))
+
+            async def bound() -> dict[str, Any] | None:
+                pod = await read(kube, POD, "w0", namespace)
+                return pod if pod and pod["spec"].get("nodeName") else None
+
+            pod = await eventually(bound, what="w0 bound", timeout=60,
+                                   components=[cluster.leader.component])  # fmt: skip
+        finally:
+            watcher.cancel()
+        first_bound = next(p for p in seen if p["spec"].get("nodeName"))
+        assert KEYS.gpu_ids in (first_bound["metadata"].get("annotations") or {}), (
+            "the pod was bound before its gpu-ids were written"
+        )
+        node, gpu_ids = pod["spec"]["nodeName"], pod["metadata"]["annotations"][KEYS.gpu_ids]
+        assert node in cluster.nodes and gpu_ids in cluster.gpus[node]
+        [record] = await allocations(cluster.leader, namespace)
+        assert (record["node"], record["gpus"]) == (node, [gpu_ids])
+
+        events = await control_plane.kubectl("get", "events", "-n", namespace, "-o", "json")
+        reasons = {e["reason"] for e in json.loads(events)["items"]
+                   if e["involvedObject"]["name"] == "w0"}  # fmt: skip
+        assert "GPUDeviceAllocated" in reasons
+
+        await kube.delete(POD, "w0", namespace=namespace, grace_period=0)
+
+        async def released() -> bool:
+            return await allocations(cluster.leader, namespace) == []
+
+        await eventually(released, what="w0 released", components=[cluster.leader.component])
+
+
+async def test_an_impossible_worker_stays_pending_with_one_warning_summary(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+) -> None:
+    async with gpu_cluster(control_plane, kube, namespace, replicas, fake_gpu_nodes,
+                           cluster_objects, nodes=1, gpus_per_node=1) as cluster:  # fmt: skip
+        await kube.create(webhook_worker("huge", namespace, cluster.pool, "1000", "10Gi", 1))
+
+        async def warned() -> list[dict[str, Any]] | None:
+            events = json.loads(await control_plane.kubectl(
+                "get", "events", "-n", namespace, "-o", "json"))["items"]  # fmt: skip
+            ours = [e for e in events if e["involvedObject"]["name"] == "huge"
+                    and e["reason"] == "FailedGPUScheduling"]  # fmt: skip
+            return ours or None
+
+        [event] = await eventually(warned, what="the FailedGPUScheduling event",
+                                   components=[cluster.leader.component])  # fmt: skip
+        assert event["type"] == "Warning"
+        assert event["message"].startswith("0/1 nodes are available: 1 GPUResourceFilter")
+        pod = await read(kube, POD, "huge", namespace)
+        assert pod is not None and not pod["spec"].get("nodeName")
+        assert await allocations(cluster.leader, namespace) == []
