@@ -209,3 +209,90 @@ async def test_an_impossible_worker_stays_pending_with_one_warning_summary(
         pod = await read(kube, POD, "huge", namespace)
         assert pod is not None and not pod["spec"].get("nodeName")
         assert await allocations(cluster.leader, namespace) == []
+
+
+SIZES = [("20", "4Gi"), ("50", "10Gi"), ("100", "16Gi"), ("150", "30Gi"), ("30", "40Gi")]
+
+
+async def test_200_mixed_workers_on_20_nodes_never_overcommit_a_gpu(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+) -> None:
+    async with gpu_cluster(control_plane, kube, namespace, replicas, fake_gpu_nodes,
+                           cluster_objects, nodes=20, gpus_per_node=8) as cluster:  # fmt: skip
+        for i in range(200):
+            tflops, vram = SIZES[i % len(SIZES)]
+            await kube.create(webhook_worker(f"w{i:03d}", namespace, cluster.pool, tflops, vram,
+                                             i % 128 + 1))  # fmt: skip
+
+        async def all_bound() -> list[dict[str, Any]] | None:
+            pods = [p.to_dict() async for p in kube.list(POD, namespace=namespace)]
+            bound = [p for p in pods if p["spec"].get("nodeName")]
+            return pods if len(bound) == 200 else None
+
+        pods = await eventually(all_bound, what="200 workers bound", timeout=180,
+                                components=[cluster.leader.component])  # fmt: skip
+        committed: dict[str, list[float]] = {}
+        for pod in pods:
+            annotations = pod["metadata"]["annotations"]
+            gpu_ids = annotations[KEYS.gpu_ids].split(",")
+            assert all(g in cluster.gpus[pod["spec"]["nodeName"]] for g in gpu_ids), pod
+            pod_tflops = float(annotations[KEYS.tflops_request])
+            pod_vram = float(annotations[KEYS.vram_request].removesuffix("Gi"))
+            for gpu in gpu_ids:
+                used = committed.setdefault(gpu, [0.0, 0.0])
+                used[0] += pod_tflops
+                used[1] += pod_vram
+        for gpu, (gpu_tflops, gpu_vram) in committed.items():
+            assert gpu_tflops <= 312 and gpu_vram <= 80, (
+                f"{gpu} over-committed: {gpu_tflops} TFLOPs / {gpu_vram}Gi"
+            )
+
+        async def all_committed() -> bool:
+            records = await allocations(cluster.leader, namespace)
+            return len(records) == 200 and all(r["state"] == "committed" for r in records)
+
+        await eventually(all_committed, what="200 committed records, no assumption left",
+                         components=[cluster.leader.component])  # fmt: skip
+        records = {r["name"]: (r["node"], r["gpus"]) for r in
+                   await allocations(cluster.leader, namespace)}  # fmt: skip
+        for pod in pods:
+            name, annotations = pod["metadata"]["name"], pod["metadata"]["annotations"]
+            assert records[name] == (pod["spec"]["nodeName"], annotations[KEYS.gpu_ids].split(","))
+
+
+async def test_a_pending_worker_is_bound_once_another_releases_the_gpu(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+) -> None:
+    async with gpu_cluster(control_plane, kube, namespace, replicas, fake_gpu_nodes,
+                           cluster_objects, nodes=1, gpus_per_node=1) as cluster:  # fmt: skip
+        await kube.create(webhook_worker("first", namespace, cluster.pool, "300", "10Gi", 1))
+
+        async def bound(name: str) -> bool:
+            pod = await read(kube, POD, name, namespace)
+            return bool(pod and pod["spec"].get("nodeName"))
+
+        await eventually(lambda: bound("first"), what="first bound",
+                         components=[cluster.leader.component])  # fmt: skip
+        await kube.create(webhook_worker("second", namespace, cluster.pool, "300", "10Gi", 2))
+
+        async def warned() -> bool:
+            events = json.loads(await control_plane.kubectl(
+                "get", "events", "-n", namespace, "-o", "json"))["items"]  # fmt: skip
+            return any(e["involvedObject"]["name"] == "second"
+                       and e["reason"] == "FailedGPUScheduling" for e in events)  # fmt: skip
+
+        await eventually(warned, what="second pending for GPUs",
+                         components=[cluster.leader.component])  # fmt: skip
+        await kube.delete(POD, "first", namespace=namespace, grace_period=0)
+        await eventually(lambda: bound("second"), what="second bound within 45 s", timeout=45,
+                         components=[cluster.leader.component])  # fmt: skip
