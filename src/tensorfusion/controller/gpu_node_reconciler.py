@@ -282,7 +282,9 @@ class GPUNodeReconciler:
             readiness = agent_readiness(self._mode, current, pod, self._clock())
             verdicts[:] = [readiness]
             state = allocator.nodes.get(name)
-            capacity = node_capacity(allocator, state) if state is not None else None
+            capacity = (
+                node_capacity(allocator, state, allocated_pods=True) if state is not None else None
+            )
             patch = merge_patch(status_of(current), gpu_node_status(current, capacity, readiness))
             return {"status": patch} if patch else None
 

@@ -20,7 +20,7 @@ def test_node_figures_count_committed_requests_and_skip_missing_gpus() -> None:
     allocator.assume(request("p", ("100", "10Gi"), limit=("150", "20Gi")), "node-a", ["a1"], 0)
     allocator.commit("p", 0)
     allocator.assume(request("q", ("50", "5Gi")), "node-a", ["a2"], 0)  # assumed only
-    node = node_capacity(allocator, allocator.nodes["node-a"])
+    node = node_capacity(allocator, allocator.nodes["node-a"], allocated_pods=True)
     assert (node.pool, node.gpus, node.pods) == (POOL, ("a1", "a2"), ("p",))
     totals = node.totals
     assert (totals.total_tflops, totals.available_tflops) == (tflops("624"), tflops("524"))
@@ -48,3 +48,11 @@ def test_pool_figures_sum_their_nodes() -> None:
     assert (pool.nodes, pool.gpus, pool.running_apps) == (3, 3, 1)
     assert pool.totals.total_tflops == 3 * tflops("312")
     assert pool.totals.available_tflops == 3 * tflops("312") - tflops("100")
+
+
+def test_without_allocated_pods_only_the_pod_uids_are_listed() -> None:
+    allocator = allocator_with(gpu("a1", "node-a"))
+    allocator.assume(request("p", ("100", "10Gi")), "node-a", ["a1"], 0)
+    allocator.commit("p", 0)
+    node = node_capacity(allocator, allocator.nodes["node-a"])
+    assert node.pods == ("p",) and node.allocated_pods == {}

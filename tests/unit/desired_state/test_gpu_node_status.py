@@ -93,7 +93,7 @@ def allocator_with_pod() -> Allocator:
 
 def test_gpu_node_status_figures_and_pods_come_from_the_allocator() -> None:
     allocator = allocator_with_pod()
-    capacity = node_capacity(allocator, allocator.nodes["n1"])
+    capacity = node_capacity(allocator, allocator.nodes["n1"], allocated_pods=True)
     status = gpu_node_status(gpu_node(), capacity, AgentReadiness(True, "ok"))
     allocated = status.pop("allocatedPods")
     assert status == {

@@ -89,8 +89,11 @@ def _oversubscription(allocator: Allocator, node: NodeState) -> Oversubscription
     return None
 
 
-def node_capacity(allocator: Allocator, node: NodeState) -> NodeCapacity:
-    """The figures of one node from the allocator's memory (missing GPUs left out)."""
+def node_capacity(
+    allocator: Allocator, node: NodeState, *, allocated_pods: bool = False
+) -> NodeCapacity:
+    """The figures of one node from the allocator's memory (missing GPUs left out); with
+    `allocated_pods`, also the pods on each GPU as GPUNode status shows them."""
     gpus = node.gpus
     total_tflops = sum(g.capacity_tflops for g in gpus)
     total_vram = sum(g.capacity_vram for g in gpus)
@@ -115,7 +118,8 @@ def node_capacity(allocator: Allocator, node: NodeState) -> NodeCapacity:
         for app in gpu.running_apps.values():
             for uid, pod in app.pods.items():
                 pods[uid] = None
-                infos.append(PodGPUInfo.model_validate(pod.to_json()))
+                if allocated_pods:
+                    infos.append(PodGPUInfo.model_validate(pod.to_json()))
         if infos:
             allocated[gpu.name] = sorted(infos, key=lambda i: (i.namespace or "", i.name or ""))
     return NodeCapacity(
