@@ -15,13 +15,18 @@ import json
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from lightkube import AsyncClient
 
 from tensorfusion.domain.annotations import KEYS, encode_index
-from tensorfusion.domain.scheduling.scheduler_config import scheduler_name
+from tensorfusion.domain.scheduling.scheduler_config import (
+    derive_kube_scheduler_config,
+    scheduler_name,
+)
 
 from .conftest import DeleteLater
 from .controller_replicas import Replica, Start, holder
@@ -296,3 +301,24 @@ async def test_a_pending_worker_is_bound_once_another_releases_the_gpu(
         await kube.delete(POD, "first", namespace=namespace, grace_period=0)
         await eventually(lambda: bound("second"), what="second bound within 45 s", timeout=45,
                          components=[cluster.leader.component])  # fmt: skip
+
+
+DERIVED = Path(__file__).resolve().parents[1] / "unit" / "scheduling" / "data" / "derived"
+
+
+@pytest.mark.parametrize("name", ["default", "guide-tuned", "multipoint"])
+async def test_the_real_kube_scheduler_starts_from_each_derived_configuration(
+    control_plane: ControlPlane, tmp_path: Path, name: str
+) -> None:
+    """The golden inputs, derived as the controller derives them, accepted by kube-scheduler
+    (it refuses unknown plugins, arguments and fields at start)."""
+    config = yaml.safe_load((DERIVED / f"{name}.input.yaml").read_text())
+    derived, _ = derive_kube_scheduler_config(
+        config, extender_url="http://127.0.0.1:1/scheduler", managed_resources=["nvidia.com/gpu"],
+        kubeconfig=str(control_plane.kubeconfig),
+    )  # fmt: skip
+    scheduler = await control_plane.start_scheduler(derived, tmp_path, name=f"ks-{name}")
+    try:
+        assert scheduler.exit_code is None
+    finally:
+        scheduler.stop()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tensorfusion.adapters.package_data import default_scheduler_config
 from tensorfusion.domain.scheduling.native import (
@@ -541,3 +543,19 @@ def test_derive_fills_api_version_and_kind() -> None:
     assert derived["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert derived["kind"] == "KubeSchedulerConfiguration"
     assert derived["clientConnection"] == {"kubeconfig": ""}
+
+
+DERIVED = Path(__file__).resolve().parent / "data" / "derived"
+
+
+@pytest.mark.parametrize("name", ["default", "guide-tuned", "multipoint"])
+def test_derived_configuration_golden_files(name: str) -> None:
+    """The chart's default, the guide's tuned profile and a multiPoint profile (with another
+    profile dropped); the cluster tier starts the real kube-scheduler from each."""
+    config = yaml.safe_load((DERIVED / f"{name}.input.yaml").read_text())
+    derived, warnings = derive_kube_scheduler_config(
+        config, extender_url="http://127.0.0.1:8082/scheduler",
+        managed_resources=["nvidia.com/gpu"], kubeconfig="",
+    )  # fmt: skip
+    assert derived == yaml.safe_load((DERIVED / f"{name}.derived.yaml").read_text())
+    assert len(warnings) == (1 if name == "multipoint" else 0)
