@@ -5,9 +5,9 @@ the clock, holds the allocator lock around the call, and writes the answer and a
 
 - A TF worker (label `component=worker`): any earlier assumption of the pod is released, every
   candidate is evaluated (`decide_indexed`, the same choice as `decide`), ONE node passes and its
-  GPUs are assumed; every other node fails unresolvably with its stage message or
-  `not selected: lower score`. Nothing feasible: every node fails, nothing is assumed, and the
-  `0/<n> nodes are available: ...` summary is returned for the Warning Event.
+  GPUs are assumed; every other node fails unresolvably with `not selected: lower score`.
+  Nothing feasible: every node fails with its stage message (a full evaluation), nothing is
+  assumed, and the `0/<n> nodes are available: ...` summary is returned for the Warning Event.
 - A native-GPU pod with progressive migration on: nodes hosting TF workers fail.
 - Any other pod: every node passes.
 """
@@ -27,7 +27,12 @@ from tensorfusion.domain.annotation_errors import AnnotationError
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES, has_native_gpus
 from tensorfusion.domain.pod_request import request_from_pod
-from tensorfusion.domain.scheduling.decision import NativeView, ScoreWeights, decide_indexed
+from tensorfusion.domain.scheduling.decision import (
+    NativeView,
+    ScoreWeights,
+    decide,
+    decide_indexed,
+)
 from tensorfusion.domain.scheduling.extender_protocol import (
     MAX_EXTENDER_PRIORITY,
     MIN_EXTENDER_PRIORITY,
@@ -105,7 +110,12 @@ def filter_worker(
             unschedulable=f"0/{len(node_names)} nodes are available: {message}",
         )
     _release_assumption(allocator, request.pod_uid)
-    decision = decide_indexed(index, request, native, args, weights, allowed=node_names)
+    # The quick walk records no reasons: with a node chosen, kube-scheduler shows no per-node
+    # reason anyway; only an unplaceable pod needs them, and gets the full evaluation.
+    decision = decide_indexed(index, request, native, args, weights, allowed=node_names,
+                              reasons=False)  # fmt: skip
+    if decision.node is None:
+        decision = decide(allocator, request, native, node_names, args, weights)
     if decision.node is None:
         reasons = {name: decision.rejection_message(name) for name in node_names}
         return FilterAnswer(
