@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +66,7 @@ def started_replicas(
     started: list[Component] = []
     api_port = free_port()
 
-    def start(name: str, *flags: str) -> Replica:
+    def start(name: str, *flags: str, env: Mapping[str, str] | None = None) -> Replica:
         ip = f"127.0.0.{len(started) + 2}"
         health_port, metrics_port = free_port(), free_port()
         replica = Component(
@@ -79,7 +79,7 @@ def started_replicas(
             tmp_path / f"{name}.log",
             env={"POD_NAME": name, "POD_IP": ip, "OPERATOR_NAMESPACE": namespace,
                  "PORT": str(api_port), "API_BIND_HOST": ip,
-                 "TSDB_EMBEDDED_DIR": str(tmp_path / name / "tsdb")},
+                 "TSDB_EMBEDDED_DIR": str(tmp_path / name / "tsdb"), **(env or {})},
         )  # fmt: skip
         replica.start()
         started.append(replica)

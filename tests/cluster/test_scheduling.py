@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ class GpuCluster:
     nodes: list[str]
     gpus: dict[str, list[str]]
     leader: Replica
+    followers: list[Replica]
 
 
 def webhook_worker(name: str, namespace: str, pool: str, tflops: str, vram: str,
@@ -91,6 +92,8 @@ async def gpu_cluster(
     *,
     nodes: int = 2,
     gpus_per_node: int = 2,
+    followers: int = 0,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[GpuCluster]:
     await apply_crds(control_plane, kube)
     run = secrets.token_hex(3)
@@ -109,7 +112,8 @@ async def gpu_cluster(
         cluster_objects(GPU_NODE, node)
         for name in node_gpus:
             cluster_objects(GPU, name)
-    leader = replicas("replica-s", "-leader-elect", "-agent-readiness", "heartbeat")
+    flags = ("-leader-elect", "-agent-readiness", "heartbeat")
+    leader = replicas("replica-s", *flags, env=env)
 
     async def gpu_nodes() -> bool:
         return all([await read(kube, GPU_NODE, n) is not None for n in names])
@@ -125,7 +129,8 @@ async def gpu_cluster(
             return leads and status(await read(kube, POOL, pool)).get("phase") == "Running"
 
         await eventually(pool_running, what="the pool Running", components=[leader.component])
-        yield GpuCluster(pool, names, gpus, leader)
+        others = [replicas(f"replica-s{i}", *flags, env=env) for i in range(followers)]
+        yield GpuCluster(pool, names, gpus, leader, others)
     finally:
         for task in beats:
             task.cancel()
@@ -179,6 +184,8 @@ async def test_a_worker_lands_on_the_allocators_choice_with_gpu_ids_before_its_b
         reasons = {e["reason"] for e in json.loads(events)["items"]
                    if e["involvedObject"]["name"] == "w0"}  # fmt: skip
         assert "GPUDeviceAllocated" in reasons
+        log = cluster.leader.component.log_path.read_text()
+        assert "binding of pod" not in log, "the Binding was not taken as posted"
 
         await kube.delete(POD, "w0", namespace=namespace, grace_period=0)
 
@@ -322,3 +329,139 @@ async def test_the_real_kube_scheduler_starts_from_each_derived_configuration(
         assert scheduler.exit_code is None
     finally:
         scheduler.stop()
+
+
+def native_gpu_pod(name: str, namespace: str) -> Any:
+    """A pod of the NVIDIA device plugin's kind, sent to our scheduler during a migration."""
+    return POD.from_dict({
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"schedulerName": scheduler_name(), "containers": [{
+            "name": "main", "image": "busybox",
+            "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+    })  # fmt: skip
+
+
+async def test_progressive_migration_keeps_native_pods_off_nodes_with_workers(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+) -> None:
+    env = {"NVIDIA_OPERATOR_PROGRESSIVE_MIGRATION": "true"}
+    async with gpu_cluster(control_plane, kube, namespace, replicas, fake_gpu_nodes,
+                           cluster_objects, env=env) as cluster:  # fmt: skip
+
+        async def node_of(name: str) -> str | None:
+            pod = await read(kube, POD, name, namespace)
+            return (pod or {}).get("spec", {}).get("nodeName") or None
+
+        await kube.create(webhook_worker("tf", namespace, cluster.pool, "50", "5Gi", 1))
+        worker_node = await eventually(lambda: node_of("tf"), what="the worker bound",
+                                       components=[cluster.leader.component])  # fmt: skip
+        for i in range(3):
+            await kube.create(native_gpu_pod(f"native-{i}", namespace))
+        for i in range(3):
+            native_node = await eventually(lambda i=i: node_of(f"native-{i}"),  # type: ignore[misc]
+                                           what=f"native-{i} bound",
+                                           components=[cluster.leader.component])  # fmt: skip
+            assert native_node != worker_node
+        events = json.loads(await control_plane.kubectl(
+            "get", "events", "-n", namespace, "-o", "json"))["items"]  # fmt: skip
+        assert any(e["reason"] == "ScheduleWithNativeGPU" for e in events)
+
+
+async def test_kill_9_of_the_leader_while_200_workers_arrive(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+) -> None:
+    async with gpu_cluster(control_plane, kube, namespace, replicas, fake_gpu_nodes,
+                           cluster_objects, nodes=20, gpus_per_node=8,
+                           followers=1) as cluster:  # fmt: skip
+        [follower] = cluster.followers
+
+        async def leaders_child() -> int | None:
+            return child_pid(cluster.leader)
+
+        old_child = await eventually(leaders_child, what="the leader's child",
+                                     components=[cluster.leader.component])  # fmt: skip
+
+        async def create_all() -> None:
+            for i in range(200):
+                tflops, vram = SIZES[i % len(SIZES)]
+                await kube.create(webhook_worker(f"w{i:03d}", namespace, cluster.pool, tflops,
+                                                 vram, i % 128 + 1))  # fmt: skip
+
+        creating = asyncio.create_task(create_all())
+        try:
+
+            async def some_bound() -> bool:
+                pods = [p async for p in kube.list(POD, namespace=namespace)]
+                return sum(1 for p in pods if p.spec and p.spec.nodeName) >= 30
+
+            await eventually(some_bound, what="30 workers bound by the first leader",
+                             components=[cluster.leader.component])  # fmt: skip
+            cluster.leader.component.kill()
+
+            async def child_gone() -> bool:
+                return not pid_alive(old_child)
+
+            await eventually(child_gone, what="the old leader's kube-scheduler gone", timeout=10)
+
+            async def follower_leads() -> bool:
+                return await holder(kube, namespace) == follower.component.name
+
+            await eventually(follower_leads, what="the follower leading within 20 s",
+                             timeout=20, components=[follower.component])  # fmt: skip
+            await creating
+        finally:
+            if not creating.done():
+                creating.cancel()
+
+        async def all_bound() -> list[dict[str, Any]] | None:
+            pods = [p.to_dict() async for p in kube.list(POD, namespace=namespace)]
+            bound = [p for p in pods if p["spec"].get("nodeName")]
+            return pods if len(bound) == 200 else None
+
+        pods = await eventually(all_bound, what="200 workers bound", timeout=180,
+                                components=[follower.component])  # fmt: skip
+        usage: dict[str, float] = {}
+        for pod in pods:
+            annotations = pod["metadata"]["annotations"]
+            for gpu in annotations[KEYS.gpu_ids].split(","):
+                usage[gpu] = usage.get(gpu, 0.0) + float(annotations[KEYS.tflops_request])
+        assert max(usage.values()) <= 312, "a GPU is over-committed"
+
+        async def matches() -> bool:
+            records = {r["name"]: (r["node"], r["gpus"], r["state"])
+                       for r in await allocations(follower, namespace)}  # fmt: skip
+            return records == {
+                p["metadata"]["name"]: (p["spec"]["nodeName"],
+                                        p["metadata"]["annotations"][KEYS.gpu_ids].split(","),
+                                        "committed")
+                for p in pods
+            }  # fmt: skip
+
+        await eventually(matches, what="/api/allocation equal to the pods",
+                         components=[follower.component])  # fmt: skip
+
+
+def child_pid(replica: Replica) -> int | None:
+    """The pid of the replica's child kube-scheduler, from its log."""
+    for line in replica.component.log_path.read_text(errors="replace").splitlines():
+        if "kube-scheduler started (pid " in line:
+            return int(line.rsplit("(pid ", 1)[1].rstrip(")"))
+    return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

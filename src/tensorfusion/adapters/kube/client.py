@@ -8,7 +8,7 @@ import httpx
 from lightkube import AsyncClient, KubeConfig
 from lightkube.core.exceptions import ConfigError
 
-__all__ = ["FIELD_MANAGER", "KubeClientError", "make_client", "server_version"]
+__all__ = ["FIELD_MANAGER", "KubeClientError", "make_client", "raw_http", "server_version"]
 
 FIELD_MANAGER = "tensor-fusion"
 DEFAULT_TIMEOUT_S = 30.0
@@ -37,11 +37,16 @@ def make_client(kubeconfig: str | None = None, timeout_s: float = DEFAULT_TIMEOU
     )
 
 
+def raw_http(client: AsyncClient) -> httpx.AsyncClient:
+    """The HTTP client under a lightkube client (server address and credentials set), for the
+    calls lightkube cannot make: non-resource paths, and subresources whose answer is a Status
+    rather than the posted kind (`pods/binding`)."""
+    http: httpx.AsyncClient = client._client._client  # type: ignore[assignment]
+    return http
+
+
 async def server_version(client: AsyncClient) -> str:
     """The API server's `gitVersion` (`GET /version`), e.g. `v1.37.2`."""
-    # lightkube has no public call for non-resource paths; its HTTP client carries the
-    # server address and credentials of the configuration.
-    http: httpx.AsyncClient = client._client._client  # type: ignore[assignment]
-    response = await http.get("/version")
+    response = await raw_http(client).get("/version")
     response.raise_for_status()
     return str(response.json()["gitVersion"])

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import httpx
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.models.core_v1 import ObjectReference
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Pod, PodBinding
+from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
+
+from tensorfusion.adapters.kube.client import raw_http
 
 __all__ = ["LightkubePodBinding", "PodCallError"]
 
@@ -63,11 +64,20 @@ class LightkubePodBinding:
 
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         """POST the pod's Binding to `node` (the pod's UID is a precondition)."""
-        binding = PodBinding(
-            metadata=ObjectMeta(name=name, namespace=namespace, uid=uid),
-            target=ObjectReference(apiVersion="v1", kind="Node", name=node),
-        )
+        # The answer is a Status, which lightkube would read as a Binding and fail on.
+        body = {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }  # fmt: skip
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
         try:
-            await self._client.create(binding, name=name, namespace=namespace)
-        except ApiError as error:
-            raise _error(error) from None
+            response = await raw_http(self._client).post(path, json=body)
+        except httpx.HTTPError as error:
+            raise PodCallError(0, f"POST {path}: {error}") from None
+        if response.status_code >= 300:
+            try:
+                message = str(response.json().get("message") or response.text)
+            except ValueError:
+                message = response.text
+            raise PodCallError(response.status_code, message)
