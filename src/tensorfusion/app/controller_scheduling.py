@@ -17,7 +17,7 @@ from typing import Any, Literal
 from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry
 
-from tensorfusion.adapters.kube.client import server_version
+from tensorfusion.adapters.kube.client import make_client, server_version
 from tensorfusion.adapters.kube.events import EventRecorder, InvolvedObject
 from tensorfusion.adapters.kube.pod_binding import LightkubePodBinding
 from tensorfusion.api_server.serving import serve
@@ -115,10 +115,12 @@ async def prepare_scheduling(
     warning = check_versions(ours, theirs)
     if warning:
         _log.warning("%s", warning)
+    # Its own client, so that the binds' connections are not taken by the informers' watches.
+    calls = make_client(flags.kubeconfig)
     extender = Extender(
         allocator=lambda: state.allocator, native=native.cluster,
-        pods=LightkubePodBinding(client), cache=workers,
-        events=PodEventRecorder(EventRecorder(client, EVENT_COMPONENT)), fence=fence,
+        pods=LightkubePodBinding(calls), cache=workers,
+        events=PodEventRecorder(EventRecorder(calls, EVENT_COMPONENT)), fence=fence,
         args=gpu_scheduling_args(settings), weights=settings.score_weights,
         progressive_migration=env.progressive_migration,
     )  # fmt: skip

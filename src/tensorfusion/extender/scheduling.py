@@ -73,6 +73,8 @@ FAILED_GPU_SCHEDULING: Final = "FailedGPUScheduling"
 SWEEP_INTERVAL_S: Final = 10.0
 PATCH_ATTEMPTS: Final = 3
 PATCH_BACKOFF_S: Final = 1.0
+MAX_BINDS_IN_FLIGHT: Final = 16
+"""Below httpx's 20 kept-alive connections per client."""
 
 
 class PodCalls(Protocol):
@@ -132,6 +134,7 @@ class Extender:
         args: GPUSchedulingArgs,
         weights: ScoreWeights,
         progressive_migration: bool = False,
+        max_binds_in_flight: int = MAX_BINDS_IN_FLIGHT,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Any] = asyncio.sleep,
         keys: Keys = KEYS,
@@ -150,6 +153,9 @@ class Extender:
         self._keys = keys
         self._index: NodeScoreIndex | None = None
         self._binding: dict[str, asyncio.Lock] = {}
+        # kube-scheduler binds every assumed pod at once; a bounded number of binds keeps the
+        # API calls on kept-alive connections instead of a TLS handshake each.
+        self._in_flight = asyncio.Semaphore(max_binds_in_flight)
         self.counters = ExtenderCounters()
 
     # ---- filter / prioritize -----------------------------------------------------------------
@@ -213,7 +219,7 @@ class Extender:
         """§12 for a TF worker; a plain Binding for other pods."""
         lock = self._binding.setdefault(request.pod_uid, asyncio.Lock())
         try:
-            async with lock:
+            async with lock, self._in_flight:
                 result = await self._bind(request)
         finally:
             if not lock.locked():

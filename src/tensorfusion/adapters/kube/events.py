@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
+import orjson
 from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
-from lightkube.models.core_v1 import EventSource, ObjectReference
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Event
+from lightkube.models.core_v1 import ObjectReference
+
+from tensorfusion.adapters.kube.client import raw_http
 
 __all__ = ["EventRecorder", "InvolvedObject"]
 
@@ -60,6 +60,10 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class EventWriteError(Exception):
+    """The API server refused an Event write (status and message)."""
+
+
 class EventRecorder:
     """Writes Events as `component`; a cluster-scoped object's go to namespace `default`, the
     only one the API server accepts for them (as client-go does)."""
@@ -93,10 +97,10 @@ class EventRecorder:
             self._written[key] = await self._create(involved, type_, reason, message, now)
             while len(self._written) > _CACHE_SIZE:
                 self._written.popitem(last=False)
-        except ApiError as error:
+        except EventWriteError as error:
             self.failures += 1
             _log.warning("event %s on %s %s not written: %s", reason, involved.kind,
-                         involved.name, error.status.message)  # fmt: skip
+                         involved.name, error)  # fmt: skip
         except Exception:  # a recorder never takes its caller down
             self.failures += 1
             _log.exception("event %s on %s %s not written", reason, involved.kind, involved.name)
@@ -105,28 +109,42 @@ class EventRecorder:
         self, involved: InvolvedObject, type_: str, reason: str, message: str, now: datetime
     ) -> _Written:
         namespace = involved.namespace or CLUSTER_SCOPED_NAMESPACE
-        event = Event(
-            metadata=ObjectMeta(generateName=f"{involved.name}.", namespace=namespace),
-            involvedObject=involved.reference(),
-            type=type_,
-            reason=reason,
-            message=message[:1024],
-            count=1,
-            firstTimestamp=now,
-            lastTimestamp=now,
-            source=EventSource(component=self._component),
-            reportingComponent=self._component,
-        )
-        created = await self._client.create(event)
-        name = created.metadata.name if created.metadata and created.metadata.name else ""
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{involved.name}.", "namespace": namespace},
+            "involvedObject": involved.reference().to_dict(),  # type: ignore[no-untyped-call]
+            "type": type_, "reason": reason, "message": message[:1024], "count": 1,
+            "firstTimestamp": stamp, "lastTimestamp": stamp,
+            "source": {"component": self._component}, "reportingComponent": self._component,
+        }  # fmt: skip
+        created = await self._send("POST", f"/api/v1/namespaces/{namespace}/events", event)
+        name = str((created.get("metadata") or {}).get("name") or "")
         return _Written(name, namespace, 1, now, now)
 
     async def _bump(self, written: _Written, now: datetime) -> None:
         written.count += 1
         written.last = now
-        await self._client.patch(
-            Event,
-            written.name,
+        await self._send(
+            "PATCH", f"/api/v1/namespaces/{written.namespace}/events/{written.name}",
             {"count": written.count, "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")},
-            namespace=written.namespace,
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
+
+    async def _send(
+        self, method: str, path: str, body: Mapping[str, Any], *,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:  # fmt: skip
+        # Plain HTTP with orjson: an Event per pod bound must cost little (lightkube would
+        # build and read back whole models).
+        response = await raw_http(self._client).request(
+            method, path, content=orjson.dumps(body), headers={"Content-Type": content_type}
         )
+        if response.status_code >= 300:
+            try:
+                detail = str(orjson.loads(response.content).get("message") or response.text)
+            except orjson.JSONDecodeError:
+                detail = response.text
+            raise EventWriteError(f"{response.status_code}: {detail}")
+        answer: dict[str, Any] = orjson.loads(response.content)
+        return answer

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
+import orjson
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
-from lightkube.types import PatchType
 
 from tensorfusion.adapters.kube.client import raw_http
 
@@ -53,14 +53,12 @@ class LightkubePodBinding:
     async def patch_pod(
         self, namespace: str, name: str, operations: Sequence[Mapping[str, Any]]
     ) -> None:
-        """Apply a JSON patch (RFC 6902) to the pod."""
-        try:
-            await self._client.patch(
-                Pod, name, [dict(op) for op in operations], namespace=namespace,
-                patch_type=PatchType.JSON,
-            )  # fmt: skip
-        except ApiError as error:
-            raise _error(error) from None
+        """Apply a JSON patch (RFC 6902) to the pod (the answer is not read back)."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        await self._send(
+            "PATCH", path, [dict(op) for op in operations],
+            {"Content-Type": "application/json-patch+json"},
+        )  # fmt: skip
 
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
         """POST the pod's Binding to `node` (the pod's UID is a precondition)."""
@@ -71,10 +69,20 @@ class LightkubePodBinding:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }  # fmt: skip
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"
+        await self._send("POST", path, body)
+
+    async def _send(
+        self, method: str, path: str, body: Any, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """One call whose answer only matters by its status (the pod calls of `bind`: a patched
+        Pod is not read back, and a Binding is answered by a Status)."""
         try:
-            response = await raw_http(self._client).post(path, json=body)
+            response = await raw_http(self._client).request(
+                method, path, content=orjson.dumps(body),
+                headers={"Content-Type": "application/json", **(headers or {})},
+            )  # fmt: skip
         except httpx.HTTPError as error:
-            raise PodCallError(0, f"POST {path}: {error}") from None
+            raise PodCallError(0, f"{method} {path}: {error}") from None
         if response.status_code >= 300:
             try:
                 message = str(response.json().get("message") or response.text)
