@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+import httpx
+import orjson
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Node, Pod
-from lightkube.types import PatchType
 
+from tensorfusion.adapters.kube.client import FIELD_MANAGER, raw_http
 from tensorfusion.adapters.kube.custom_resources import resource_of
 
 __all__ = ["KubeError", "LightkubeObjects", "ObjectClient"]
@@ -76,6 +78,24 @@ def _error(error: ApiError) -> KubeError:
     return KubeError(int(status.code or 0), str(status.message or ""), str(status.reason or ""))
 
 
+def _object_path(kind: str, name: str, namespace: str, subresource: str = "") -> str:
+    """The API path of one object (and subresource) of a kind."""
+    info = _resource(kind)._api_info
+    group, version = info.resource.group, info.resource.version
+    base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    path = f"{base}{scope}/{info.plural}/{name}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def _json(content: bytes) -> dict[str, Any]:
+    try:
+        decoded = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
 def _as_dict(obj: Any) -> dict[str, Any]:
     result: dict[str, Any] = obj.to_dict()
     return result
@@ -121,15 +141,22 @@ class LightkubeObjects:
         namespace: str = "",
         status: bool = False,
     ) -> dict[str, Any]:
-        resource = _resource(kind)
-        target = resource.Status if status else resource
+        # Plain HTTP with orjson: status write-back patches thousands of objects after a
+        # leader change, and lightkube would build a model of each answer to turn it back
+        # into a dict.
+        path = _object_path(kind, name, namespace, "status" if status else "")
         try:
-            patched = await self._client.patch(
-                target, name, dict(body), namespace=namespace or None, patch_type=PatchType.MERGE
-            )
-        except ApiError as error:
-            raise _error(error) from None
-        return _as_dict(patched)
+            response = await raw_http(self._client).patch(
+                path, params={"fieldManager": FIELD_MANAGER}, content=orjson.dumps(dict(body)),
+                headers={"Content-Type": "application/merge-patch+json"},
+            )  # fmt: skip
+        except httpx.HTTPError as error:
+            raise KubeError(0, f"PATCH {path}: {error}") from None
+        answer = _json(response.content)
+        if response.status_code >= 300:
+            raise KubeError(response.status_code, str(answer.get("message") or response.text),
+                            str(answer.get("reason") or ""))  # fmt: skip
+        return answer
 
     async def delete(self, kind: str, name: str, namespace: str = "") -> bool:
         try:

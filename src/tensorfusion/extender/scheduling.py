@@ -240,6 +240,13 @@ class Extender:
                 f"{STALE_BINDING}: pod {request.pod_namespace}/{request.pod_name} with UID "
                 f"{request.pod_uid} does not exist"
             )
+        bound_to = (pod.get("spec") or {}).get("nodeName")
+        if bound_to:
+            # A retried bind whose first attempt went through after kube-scheduler gave up on
+            # it: nothing to write (and the pod's gpu-ids must not change).
+            if bound_to == request.node:
+                return ExtenderBindingResult()
+            return ExtenderBindingResult.error(f"pod is already bound to node {bound_to}")
         kind = self._kind(pod)
         if kind is not PodKind.WORKER:
             failure = await self._post_binding(request)

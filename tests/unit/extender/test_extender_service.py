@@ -129,3 +129,23 @@ async def test_assumptions_without_a_bind_expire_after_60_s(h: Harness) -> None:
     now[0] = 161.0
     assert h.extender.expire_assumptions() == ["u1"]
     assert h.allocator.records == {}
+
+
+async def test_a_retried_filter_of_a_committed_pod_keeps_its_node(h: Harness) -> None:
+    """kube-scheduler gave up waiting for a bind that then committed: the pod is not placed
+    again (that would free the GPUs it holds), and a late bind elsewhere changes nothing."""
+    pod = worker()
+    chosen = await place(h, pod)
+    assert (await h.extender.bind(binding(pod, chosen))).ok
+    gpus = pod["metadata"]["annotations"][KEYS.gpu_ids]
+    again = await h.extender.filter(args_for(pod))
+    assert again.node_names == (chosen,)
+    other = next(n for n in NODES if n != chosen)
+    late = await h.extender.bind(binding(pod, other))
+    assert late.error_message == f"pod is already bound to node {chosen}"
+    assert pod["metadata"]["annotations"][KEYS.gpu_ids] == gpus
+    record = h.allocator.records["u1"]
+    assert (record.node, record.state) == (chosen, RecordState.COMMITTED)
+    h.pods.calls.clear()
+    assert (await h.extender.bind(binding(pod, chosen))).ok
+    assert h.pods.calls == ["get"]

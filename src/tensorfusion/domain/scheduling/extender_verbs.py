@@ -3,7 +3,8 @@
 Pure: the shell hands over the decoded request, the live allocator, the pod's native view and
 the clock, holds the allocator lock around the call, and writes the answer and any Event.
 
-- A TF worker (label `component=worker`): any earlier assumption of the pod is released, every
+- A TF worker (label `component=worker`) whose GPUs are committed (its bind got that far) passes
+  on that node only. Otherwise any earlier assumption of the pod is released, every
   candidate is evaluated (`decide_indexed`, the same choice as `decide`), ONE node passes and its
   GPUs are assumed; every other node fails unresolvably with `not selected: lower score`.
   Nothing feasible: every node fails with its stage message (a full evaluation), nothing is
@@ -109,6 +110,16 @@ def filter_worker(
             ExtenderFilterResult.none_pass(dict.fromkeys(node_names, message)),
             unschedulable=f"0/{len(node_names)} nodes are available: {message}",
         )
+    committed = allocator.records.get(request.pod_uid)
+    if committed is not None and committed.state is RecordState.COMMITTED:
+        # A bind reached its commit (kube-scheduler gave up waiting for it, or the pod is
+        # bound): the pod stays where its GPUs are; placing it again would free them.
+        held = f"pod holds GPUs on node {committed.node}"
+        others = {name: held for name in node_names if name != committed.node}
+        if committed.node in node_names:
+            return FilterAnswer(ExtenderFilterResult.only(committed.node, others))
+        summary = f"0/{len(node_names)} nodes are available: {held}"
+        return FilterAnswer(ExtenderFilterResult.none_pass(others), unschedulable=summary)
     _release_assumption(allocator, request.pod_uid)
     # The quick walk records no reasons: with a node chosen, kube-scheduler shows no per-node
     # reason anyway; only an unplaceable pod needs them, and gets the full evaluation.
@@ -130,7 +141,7 @@ def filter_worker(
 
 
 def _release_assumption(allocator: Allocator, uid: str) -> None:
-    """A new `filter` of the same pod replaces its assumption (a committed record stays)."""
+    """A new `filter` of the same pod replaces its assumption."""
     record = allocator.records.get(uid)
     if record is not None and record.state is RecordState.ASSUMED:
         allocator.release(uid)
