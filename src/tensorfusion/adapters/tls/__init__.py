@@ -1,0 +1,1 @@
+"""TLS material the processes serve with."""
