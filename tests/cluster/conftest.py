@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
@@ -28,6 +29,7 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.models.core_v1 import Node as NodeModel
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace, Node, Pod, ServiceAccount
+from lightkube.types import PatchType
 
 from .controller_replicas import Start, started_replicas
 from .controlplane import Binaries, Component, ControlPlane, StartScheduler, eventually
@@ -169,6 +171,13 @@ async def namespace(request: pytest.FixtureRequest, kube: AsyncClient) -> AsyncI
         yield name
     finally:
         await kube.delete(Namespace, name)
+        # Finalizers of pods whose controller has stopped would keep them (and the namespace)
+        # Terminating, and visible to later tests that look at every pod.
+        async for pod in kube.list(Pod, namespace=name):
+            if pod.metadata and pod.metadata.finalizers and pod.metadata.name:
+                with contextlib.suppress(ApiError):
+                    await kube.patch(Pod, pod.metadata.name, {"metadata": {"finalizers": None}},
+                                     namespace=name, patch_type=PatchType.MERGE)  # fmt: skip
         # No kubelet confirms the deletion of a pod bound to a node: without grace period 0
         # such pods, and so the namespace, would stay Terminating.
         await kube.deletecollection(Pod, namespace=name, grace_period=0)
