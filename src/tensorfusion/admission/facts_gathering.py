@@ -1,0 +1,126 @@
+"""The facts one pod's admission reads (admission.md §4 "gather"), fetched by need.
+
+`gather_facts` asks `facts_needed` what the pipeline will read for this pod and fetches only
+that from `AdmissionSources`: pools, the profile, the namespace's quota, GPUs and namespace
+labels from the informer caches (no API call), the pod's controller owners through the API, and
+the pod index (the leader's cyclic counter, previewed on a dry run). All of it shares one
+deadline (8 s by default); running out, or any source failing, is a
+`TransientAdmissionError` naming the step, which the webhook answers with 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from tensorfusion.admission.webhook_app import TransientAdmissionError
+from tensorfusion.domain.admission.auto_migration import AutoMigrationConfig
+from tensorfusion.domain.admission.facts import AUTO_MIGRATION_OFF, AdmissionFacts, facts_needed
+from tensorfusion.domain.admission.facts_loading import load_facts
+from tensorfusion.domain.admission.review import AdmissionRequest
+from tensorfusion.domain.admission.workload_identity import owner_key
+from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES
+
+__all__ = ["DEADLINE_S", "AdmissionSettings", "AdmissionSources", "PodIndex", "gather_facts"]
+
+DEADLINE_S: Final = 8.0
+
+
+@dataclass(frozen=True, slots=True)
+class PodIndex:
+    """The pod index to use, and a warning when it is not the leader's (random fallback)."""
+
+    value: int
+    warning: str | None = None
+
+
+class AdmissionSources(Protocol):
+    """Where the facts come from: caches (synchronous) and the API (async)."""
+
+    def pools(self) -> Sequence[Mapping[str, Any]]: ...
+
+    def profile(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    def quota(self, namespace: str) -> Mapping[str, Any] | None: ...
+
+    def gpus(self) -> Sequence[Mapping[str, Any]]: ...
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None: ...
+
+    async def owner(self, namespace: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The owner object (None when it no longer exists)."""
+        ...
+
+    async def pod_index(self, *, preview: bool) -> PodIndex:
+        """The next pod index; `preview` does not advance the counter (dry run)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionSettings:
+    """The process settings admission reads (dynamic config and environment)."""
+
+    native_resources: Mapping[str, str] = field(
+        default_factory=lambda: dict(DEFAULT_NATIVE_RESOURCES)
+    )
+    auto_migration: AutoMigrationConfig = AUTO_MIGRATION_OFF
+    progressive_migration: bool = False
+    deadline_s: float = DEADLINE_S
+    keys: Keys = KEYS
+
+
+async def gather_facts(
+    request: AdmissionRequest, sources: AdmissionSources, settings: AdmissionSettings
+) -> AdmissionFacts:
+    """The facts of one pod CREATE; TransientAdmissionError when a source fails or is late."""
+    pod = request.object
+    namespace = request.namespace or str((pod.get("metadata") or {}).get("namespace") or "")
+    needs = facts_needed(pod, native_resources=settings.native_resources,
+                         auto_migration=settings.auto_migration, keys=settings.keys)  # fmt: skip
+    common: dict[str, Any] = {
+        "native_resources": settings.native_resources,
+        "auto_migration": settings.auto_migration,
+        "progressive_migration": settings.progressive_migration,
+        "dry_run": request.dry_run,
+        "keys": settings.keys,
+    }
+    step = "reading the namespace"
+    try:
+        async with asyncio.timeout(settings.deadline_s):
+            labels = sources.namespace_labels(namespace) if needs.namespace_labels else None
+            if not needs.tf_candidate:
+                return load_facts(namespace=namespace, pod_index=0, namespace_labels=labels,
+                                  **common)  # fmt: skip
+            step = "reading the pod's owners"
+            owners = {owner_key(ref): await sources.owner(namespace, ref) for ref in needs.owners}
+            step = "taking a pod index"
+            index = await sources.pod_index(preview=request.dry_run)
+    except TimeoutError:
+        raise TransientAdmissionError(
+            step, f"no answer within the {settings.deadline_s:.0f} s admission deadline"
+        ) from None
+    except TransientAdmissionError:
+        raise
+    except Exception as error:
+        raise TransientAdmissionError(step, error) from None
+    wanted = needs.pool_names
+    pools = {
+        str((p.get("metadata") or {}).get("name")): p
+        for p in sources.pools()
+        if wanted is None or (p.get("metadata") or {}).get("name") in wanted
+    }
+    return load_facts(
+        namespace=namespace,
+        pod_index=index.value,
+        pools=pools,
+        profile=sources.profile(namespace, needs.profile) if needs.profile else None,
+        quota=sources.quota(namespace) if needs.quota else None,
+        gpus=sources.gpus() if needs.gpus else (),
+        owners=owners,
+        namespace_labels=labels,
+        warnings=(index.warning,) if index.warning else (),
+        **common,
+    )
