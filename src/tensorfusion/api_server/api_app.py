@@ -160,8 +160,10 @@ class _Handlers:
         pod = _query(request, "podName")
         if pod is None:
             raise ApiError(400, "InvalidQuery", "podName: required (the pod being admitted)")
-        index = self.backend.take_pod_index()
-        _log.info("assigned pod index %d to pod %s", index, pod)
+        preview = _flag(request, "preview", default=False)
+        index = self.backend.take_pod_index(preview)
+        _log.info("%s pod index %d to pod %s", "previewed" if preview else "assigned", index,
+                  pod)  # fmt: skip
         return web.Response(text=str(index), content_type="text/plain")
 
 

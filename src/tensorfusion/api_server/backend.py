@@ -99,8 +99,9 @@ class ApiBackend(Protocol):
         """`TF_ISOLATION_MODE_POLICY` (shown even before recovery)."""
         ...
 
-    def take_pod_index(self) -> int:
-        """The next pod index from the leader's `PodIndexCounter` (advances it)."""
+    def take_pod_index(self, preview: bool = False) -> int:
+        """The next pod index from the leader's `PodIndexCounter` (advances it unless
+        `preview`, the index of a dry run)."""
         ...
 
     def alerts_status(self) -> Mapping[str, Any]:

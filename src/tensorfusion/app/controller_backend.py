@@ -111,9 +111,9 @@ class ControllerBackend:
         """The controller's isolation policy."""
         return self.isolation
 
-    def take_pod_index(self) -> int:
-        """The next pod index of the leader's cyclic counter."""
-        return self.counter.take()
+    def take_pod_index(self, preview: bool = False) -> int:
+        """The next pod index of the leader's cyclic counter (not advanced on a preview)."""
+        return self.counter.peek() if preview else self.counter.take()
 
     def alerts_status(self) -> Mapping[str, Any]:
         """`GET /api/alerts` of this replica."""

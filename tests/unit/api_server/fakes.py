@@ -107,8 +107,8 @@ class FakeBackend:
     def isolation_policy(self) -> IsolationPolicy:
         return self.policy
 
-    def take_pod_index(self) -> int:
-        return self.counter.take()
+    def take_pod_index(self, preview: bool = False) -> int:
+        return self.counter.peek() if preview else self.counter.take()
 
     def alerts_status(self) -> Mapping[str, Any]:
         return self.alerts

@@ -95,3 +95,11 @@ async def test_pod_name_is_required(client: Client, tokens: FakeBackend) -> None
 async def test_the_token_is_checked_before_the_query(client: Client, tokens: FakeBackend) -> None:
     response = await client.get(ASSIGN_INDEX_PATH)
     await error_of(response, 401, "Unauthorized")
+
+
+async def test_a_preview_does_not_advance_the_counter(client: Client, tokens: FakeBackend) -> None:
+    params = {**POD, "preview": "true"}
+    for _ in range(2):
+        reply = await client.get(ASSIGN_INDEX_PATH, params=params, headers=bearer("own-token"))
+        assert await reply.text() == "1"
+    assert tokens.counter.peek() == 1

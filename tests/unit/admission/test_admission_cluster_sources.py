@@ -1,0 +1,114 @@
+"""`ClusterAdmissionSources`: facts from caches, owner paths, and the pod index from the leader
+(locally, over `GET /api/assign-index` with the token, or a random one with a warning)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, cast
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from lightkube import AsyncClient
+
+from tensorfusion.admission.cluster_sources import ClusterAdmissionSources, owner_path
+
+
+class Cache:
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = objects
+
+    def list(self, namespace: str | None = None) -> Sequence[Mapping[str, Any]]:
+        return [o for o in self.objects
+                if namespace is None or o["metadata"].get("namespace") == namespace]  # fmt: skip
+
+    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None:
+        return next((o for o in self.objects if o["metadata"]["name"] == name
+                     and o["metadata"].get("namespace", "") == namespace), None)  # fmt: skip
+
+
+def quota(name: str, created: str) -> dict[str, Any]:
+    return {"apiVersion": "tensor-fusion.ai/v1", "kind": "GPUResourceQuota",
+            "metadata": {"name": name, "namespace": "team", "creationTimestamp": created},
+            "spec": {}}  # fmt: skip
+
+
+def sources(
+    *, leader: bool = False, address: str | None = None, taken: list[bool] | None = None
+) -> ClusterAdmissionSources:
+    async def leader_address() -> str | None:
+        return address
+
+    def take(preview: bool) -> int:
+        (taken if taken is not None else []).append(preview)
+        return 5
+
+    return ClusterAdmissionSources(
+        client=cast(AsyncClient, None), pools=Cache(), profiles=Cache(),
+        quotas=Cache(quota("newer", "2026-02-01T00:00:00Z"),
+                     quota("older", "2026-01-01T00:00:00Z")),
+        gpus=Cache(), namespaces=Cache({"metadata": {"name": "team", "labels": {"a": "b"}}}),
+        is_leader=lambda: leader, take_index=take, leader_address=leader_address,
+        token=lambda: "own-token", rng=random.Random(3),
+    )  # fmt: skip
+
+
+def test_the_effective_quota_and_namespace_labels_come_from_the_caches() -> None:
+    found = sources()
+    chosen = found.quota("team")
+    assert chosen is not None and chosen["metadata"]["name"] == "older"
+    assert found.quota("elsewhere") is None
+    assert found.namespace_labels("team") == {"a": "b"}
+    assert found.namespace_labels("missing") is None
+
+
+def test_owner_paths() -> None:
+    assert owner_path("ns", {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs"}) == (
+        "/apis/apps/v1/namespaces/ns/replicasets/rs")  # fmt: skip
+    controller = {"apiVersion": "v1", "kind": "ReplicationController", "name": "rc"}
+    assert owner_path("ns", controller) == "/api/v1/namespaces/ns/replicationcontrollers/rc"
+    assert owner_path("ns", {"apiVersion": "example.com/v1", "kind": "Thing", "name": "t"}) is None
+
+
+async def test_the_leader_takes_its_own_index_and_previews_on_a_dry_run() -> None:
+    taken: list[bool] = []
+    found = sources(leader=True, taken=taken)
+    assert (await found.pod_index(preview=False)).value == 5
+    assert (await found.pod_index(preview=True)).value == 5
+    assert taken == [False, True]
+
+
+@pytest.fixture
+async def leader() -> AsyncIterator[tuple[str, list[Mapping[str, str]]]]:
+    seen: list[Mapping[str, str]] = []
+
+    async def assign(request: web.Request) -> web.Response:
+        seen.append({**request.query, "auth": request.headers.get("Authorization", "")})
+        return web.Response(text="17")
+
+    app = web.Application()
+    app.router.add_get("/api/assign-index", assign)
+    server = TestServer(app)
+    await server.start_server()
+    try:
+        yield f"127.0.0.1:{server.port}", seen
+    finally:
+        await server.close()
+
+
+async def test_a_follower_asks_the_leader_with_its_token(
+    leader: tuple[str, list[Mapping[str, str]]],
+) -> None:
+    address, seen = leader
+    index = await sources(address=address).pod_index(preview=True)
+    assert (index.value, index.warning) == (17, None)
+    assert seen == [{"podName": "admission", "preview": "true", "auth": "Bearer own-token"}]
+
+
+async def test_a_silent_leader_means_a_random_index_with_a_warning() -> None:
+    index = await sources(address="127.0.0.1:1").pod_index(preview=False)
+    assert 1 <= index.value <= 128
+    assert index.warning is not None and f"random index {index.value} used" in index.warning
+    none = await sources(address=None).pod_index(preview=False)
+    assert none.warning is not None and "no leader known" in none.warning
