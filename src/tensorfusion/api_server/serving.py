@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import ssl
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -103,6 +104,7 @@ async def serve(
     *,
     access_log: bool = False,
     shutdown_timeout: float = 5.0,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> RunningServer:
     """Start `app` on `address` (a BindAddress or its text); ValueError for an invalid
     address or "0" (off: the caller checks `parse_bind_address` first)."""
@@ -120,9 +122,9 @@ async def serve(
         site: web.BaseSite
         if bind.host is None:
             sock = _wildcard_socket(bind.port)
-            site = web.SockSite(runner, sock)
+            site = web.SockSite(runner, sock, ssl_context=ssl_context)
         else:
-            site = web.TCPSite(runner, bind.host, bind.port)
+            site = web.TCPSite(runner, bind.host, bind.port, ssl_context=ssl_context)
         await site.start()
     except BaseException:
         if sock is not None:

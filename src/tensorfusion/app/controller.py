@@ -43,6 +43,7 @@ from tensorfusion.app.controller_informers import ControllerInformers
 from tensorfusion.app.controller_metrics import ControllerCollector
 from tensorfusion.app.controller_reconcilers import ControllerReconcilers
 from tensorfusion.app.controller_scheduling import prepare_scheduling
+from tensorfusion.app.controller_webhook import WebhookWork
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.metrics_leader import LeaderMetricsService
@@ -233,6 +234,11 @@ async def run_controller(
         informers=informers.all(), leading=process.is_leader,
         alerts=lambda: alerts.alerts_body(process), config=lambda: _plain(config.config_body()),
     )  # fmt: skip
+    if env.enable_webhooks:
+        webhook = WebhookWork.create(client=client, env=env, informers=informers,
+                                     backend=backend, registry=registry)  # fmt: skip
+        backend.webhook_ready = webhook.ready
+        process.supervisor.start("webhook", webhook.run)
     informers.start(process.supervisor)
     process.supervisor.start("dynamic-config", config.run)
     try:

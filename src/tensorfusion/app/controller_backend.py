@@ -59,6 +59,8 @@ class ControllerBackend:
     alerts: Callable[[], Mapping[str, Any]] = dict
     config: Callable[[], Mapping[str, Any]] = dict
     listeners_up: Callable[[], bool] = lambda: True
+    webhook_ready: Callable[[], bool] = lambda: True
+    """Whether the webhook's certificate is loaded (always, with ENABLE_WEBHOOKS=false)."""
     counter: PodIndexCounter = field(default_factory=PodIndexCounter)
     clock: Callable[[], float] = time.monotonic
     _reviews: dict[str, tuple[float, TokenReviewResult]] = field(default_factory=dict)
@@ -70,6 +72,8 @@ class ControllerBackend:
         missing = []
         if not self.listeners_up():
             missing.append("HTTP listeners")
+        if not self.webhook_ready():
+            missing.append("webhook certificate")
         unsynced = [i.name for i in self.informers if not i.has_synced]
         if unsynced:
             missing.append(f"informer caches ({', '.join(unsynced)})")

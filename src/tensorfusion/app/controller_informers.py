@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from lightkube import AsyncClient
 from lightkube.operators import not_equal
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.core_v1 import Namespace, Node, Pod
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.controller.allocator_state import AllocatorState, StateCaches
@@ -33,6 +33,8 @@ class ControllerInformers:
     workers: Informer
     bound_pods: Informer
     hypervisor_pods: Informer
+    profiles: Informer
+    namespaces: Informer
 
     @classmethod
     def create(cls, client: AsyncClient, namespace: str) -> ControllerInformers:
@@ -57,6 +59,8 @@ class ControllerInformers:
                 LightkubeSource(client, Pod, fields={"spec.nodeName": not_equal("")}),
                 name="bound-pods",
             ),
+            profiles=custom("WorkloadProfile"),
+            namespaces=Informer(LightkubeSource(client, Namespace), name="Namespace"),
             hypervisor_pods=Informer(
                 LightkubeSource(
                     client, Pod, namespace=namespace, labels={KEYS.component: "hypervisor"}
@@ -68,7 +72,8 @@ class ControllerInformers:
     def all(self) -> tuple[Informer, ...]:
         """Every informer."""
         return (self.gpus, self.gpu_nodes, self.nodes, self.pools, self.templates, self.quotas,
-                self.clusters, self.workers, self.bound_pods, self.hypervisor_pods)  # fmt: skip
+                self.clusters, self.workers, self.bound_pods, self.hypervisor_pods,
+                self.profiles, self.namespaces)  # fmt: skip
 
     def start(self, supervisor: Supervisor) -> None:
         """Run every informer under the supervisor."""

@@ -18,6 +18,7 @@ DEFAULT_GPU_NODE_SELECTOR: Final = "nvidia.com/gpu.present=true"
 DEFAULT_NAMESPACE: Final = "tensor-fusion-sys"
 DEFAULT_RELEASE: Final = "tensor-fusion"
 DEFAULT_HYPERVISOR_SERVICE_ACCOUNT: Final = "tensor-fusion-hypervisor-sa"
+DEFAULT_WEBHOOK_SECRET: Final = "tensor-fusion-webhook-secret"
 
 
 class EnvironmentValueError(ValueError):
@@ -86,6 +87,14 @@ class ControllerEnvironment:
     hypervisor_service_account: str = DEFAULT_HYPERVISOR_SERVICE_ACCOUNT
     """`HYPERVISOR_SERVICE_ACCOUNT_NAME`: the node agents' ServiceAccount, whose tokens may
     write to the embedded metrics store (with the controller's own)."""
+    webhook_port: int = 9443
+    """`WEBHOOK_PORT`: the HTTPS port of the pod webhook (on `API_BIND_HOST` when set)."""
+    webhook_secret: str = DEFAULT_WEBHOOK_SECRET
+    """`WEBHOOK_SECRET_NAME`: the Secret holding the webhook certificate
+    (`controller.admissionWebhooks.secretName`)."""
+    webhook_cert_extra_hosts: tuple[str, ...] = ()
+    """`WEBHOOK_CERT_EXTRA_HOSTS` (comma list): names or IPs added to a certificate the
+    controller issues, besides the webhook Service's; a test setting (127.0.0.1)."""
     embedded_store_dir: str = "/var/lib/tensor-fusion/tsdb"
     """`TSDB_EMBEDDED_DIR`: where the leader's embedded DuckDB store keeps its file (the
     chart's emptyDir); out of a pod, any writable directory of this replica's own."""
@@ -133,6 +142,11 @@ class ControllerEnvironment:
             or DEFAULT_RELEASE,
             hypervisor_service_account=env.get("HYPERVISOR_SERVICE_ACCOUNT_NAME", "").strip()
             or DEFAULT_HYPERVISOR_SERVICE_ACCOUNT,
+            webhook_port=_port(env, "WEBHOOK_PORT", 9443),
+            webhook_secret=env.get("WEBHOOK_SECRET_NAME", "").strip() or DEFAULT_WEBHOOK_SECRET,
+            webhook_cert_extra_hosts=tuple(
+                h.strip() for h in env.get("WEBHOOK_CERT_EXTRA_HOSTS", "").split(",") if h.strip()
+            ),
             embedded_store_dir=env.get("TSDB_EMBEDDED_DIR", "").strip()
             or "/var/lib/tensor-fusion/tsdb",
             tsdb=tsdb,
