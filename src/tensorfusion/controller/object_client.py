@@ -15,6 +15,8 @@ import httpx
 import orjson
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
+from lightkube.resources.apps_v1 import DaemonSet, ReplicaSet, StatefulSet
+from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Node, Pod
 
 from tensorfusion.adapters.kube.client import FIELD_MANAGER, raw_http
@@ -66,7 +68,11 @@ class ObjectClient(Protocol):
         ...
 
 
-_CORE: dict[str, Any] = {"Node": Node, "Pod": Pod}
+_CORE: dict[str, Any] = {
+    "Node": Node, "Pod": Pod,
+    # Owners whose enabled-replicas counter the pod controller lowers.
+    "ReplicaSet": ReplicaSet, "StatefulSet": StatefulSet, "DaemonSet": DaemonSet, "Job": Job,
+}  # fmt: skip
 
 
 def _resource(kind: str) -> Any:

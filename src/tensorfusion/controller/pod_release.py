@@ -23,6 +23,8 @@ from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.object_client import ObjectClient
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
+from tensorfusion.domain.admission.replica_gate import COUNTED_OWNER_KINDS
+from tensorfusion.domain.admission.workload_identity import controller_ref, owner_group
 from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
 from tensorfusion.domain.allocator.recovery import worker_gpu_ids
 from tensorfusion.domain.annotations import KEYS, Keys
@@ -92,6 +94,7 @@ class PodReleaser:
         self._reported: OrderedDict[str, None] = OrderedDict()
         self._notes: dict[ObjectKey, _Note] = {}
         self._suspects: set[str] = set()
+        self._uncounted: OrderedDict[str, None] = OrderedDict()
         self.released_by_sweep = 0
 
     # ---- handler ----------------------------------------------------------------------------
@@ -183,6 +186,35 @@ class PodReleaser:
 
     # ---- reconcile --------------------------------------------------------------------------
 
+    async def _uncount(self, pod: Obj) -> None:
+        """One less on the enabled-replicas counter of the pod's owner (admission.md §8), once
+        per pod; the key goes at zero; an owner that is gone is done. Before the finalizer."""
+        uid = uid_of(pod)
+        counter = (metadata_of(pod).get("annotations") or {}).get(self._keys.pod_counter_key)
+        owner = controller_ref(pod)
+        if not counter or owner is None or uid in self._uncounted:
+            return
+        kind = str(owner.get("kind") or "")
+        if (owner_group(owner), kind) not in COUNTED_OWNER_KINDS:
+            return
+
+        def build(current: Obj) -> dict[str, Any] | None:
+            annotations = metadata_of(current).get("annotations") or {}
+            if counter not in annotations:
+                return None
+            try:
+                value = int(str(annotations[counter])) - 1
+            except ValueError:
+                value = 0
+            return {"metadata": {"annotations": {counter: str(value) if value > 0 else None}}}
+
+        namespace = str(metadata_of(pod).get("namespace") or "")
+        await self.writer.patch_fresh(kind, str(owner.get("name") or ""), build,
+                                      namespace=namespace)  # fmt: skip
+        self._uncounted[uid] = None
+        while len(self._uncounted) > _REMEMBERED_UIDS:
+            self._uncounted.popitem(last=False)
+
     async def reconcile(self, key: ObjectKey) -> float | None:
         """Record the release Event; release a deleting pod and remove its finalizer."""
         note = self._notes.pop(key, None)
@@ -197,6 +229,7 @@ class PodReleaser:
             return NOT_READY_RETRY_S  # recovery restores the pod first; release after it
         uid = uid_of(pod)
         allocator.release(uid)
+        await self._uncount(pod)
 
         def build(current: Obj) -> dict[str, Any] | None:
             if uid_of(current) != uid or finalizer not in _finalizers(current):

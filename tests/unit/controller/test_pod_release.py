@@ -28,6 +28,8 @@ from .reconciler_fakes import (
 )
 
 KEY = ObjectKey("ml", "w1")
+OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "rs",
+         "controller": True}  # fmt: skip
 
 
 class World:
@@ -165,3 +167,41 @@ def test_the_sweep_waits_for_recovery() -> None:
     world = World(worker("w1", "g1", "n1"))
     world.releaser._state = allocator_state(world.api, recover=False)
     assert world.releaser.sweep() == []
+
+
+async def test_a_counted_pod_lowers_its_owners_count_once_before_its_finalizer_goes() -> None:
+    key = KEYS.pod_counter_key
+    counter = "tensor-fusion.ai/tf-counter-abc"
+    pod = worker("w1", "g1", "n1")
+    pod["metadata"]["annotations"][key] = counter
+    pod["metadata"]["ownerReferences"] = [OWNER]
+    world = World(pod)
+    world.api.put({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                   "metadata": {"name": "web-rs", "namespace": "ml",
+                                "annotations": {counter: "2"}}})  # fmt: skip
+    deleting = world.delete()
+    world.releaser.on_pod(event(deleting, EventKind.MODIFIED))
+    await world.releaser.reconcile(KEY)
+    owner = world.api.obj("ReplicaSet", "web-rs", "ml")
+    assert owner["metadata"]["annotations"][counter] == "1"
+    assert world.api.obj("Pod", "w1", "ml")["metadata"]["finalizers"] == ["other.io/keep"]
+    # Again (a retried reconcile): counted down once only.
+    await world.releaser._uncount(deleting)
+    assert world.api.obj("ReplicaSet", "web-rs", "ml")["metadata"]["annotations"][counter] == "1"
+
+
+async def test_the_last_counted_pod_removes_the_key_and_a_gone_owner_is_done() -> None:
+    counter = "tensor-fusion.ai/tf-counter-abc"
+    owner_ref = OWNER
+    first, second = worker("w1", "g1", "n1"), worker("w2", "g1", "n1")
+    for pod in (first, second):
+        pod["metadata"]["annotations"][KEYS.pod_counter_key] = counter
+        pod["metadata"]["ownerReferences"] = [owner_ref]
+    world = World(first, second)
+    world.api.put({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                   "metadata": {"name": "web-rs", "namespace": "ml",
+                                "annotations": {counter: "1", "other": "x"}}})  # fmt: skip
+    await world.releaser._uncount(world.delete("w1"))
+    assert world.api.obj("ReplicaSet", "web-rs", "ml")["metadata"]["annotations"] == {"other": "x"}
+    del world.api.objects[("ReplicaSet", "ml", "web-rs")]
+    await world.releaser._uncount(world.delete("w2"))  # owner gone: nothing raised
