@@ -198,14 +198,20 @@ async def scrape(session: aiohttp.ClientSession, url: str) -> dict[str, float]:
     return sums
 
 
-def writes_by_writer(text: str) -> dict[str, float]:
+def sums_by(text: str, metric: str, labels: tuple[str, ...]) -> dict[str, float]:
+    """A Prometheus text page's `metric` summed by the values of `labels` (joined by "/")."""
     found: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "tf_controller_api_writes_total":
-                key = f"{sample.labels['writer']}/{sample.labels['result']}"
-                found[key] = sample.value
+            if sample.name == metric:
+                key = "/".join(str(sample.labels.get(label, "?")) for label in labels)
+                found[key] = found.get(key, 0.0) + sample.value
     return found
+
+
+def writes_by_writer(text: str) -> dict[str, float]:
+    """The controller's API writes by writer and result."""
+    return sums_by(text, "tf_controller_api_writes_total", ("writer", "result"))
 
 
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
@@ -369,13 +375,7 @@ async def run(
 
 def _requests(raw: str) -> dict[str, float]:
     """apiserver_request_total by verb."""
-    found: dict[str, float] = {}
-    for family in text_string_to_metric_families(raw):
-        for sample in family.samples:
-            if sample.name == "apiserver_request_total":
-                verb = sample.labels.get("verb", "?")
-                found[verb] = found.get(verb, 0.0) + sample.value
-    return found
+    return sums_by(raw, "apiserver_request_total", ("verb",))
 
 
 def verdict(ok: bool) -> str:

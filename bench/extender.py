@@ -51,6 +51,7 @@ from controller import (
     heartbeat,
     node_name,
     populate,
+    sums_by,
 )
 from scheduling import MIX, cluster_of
 from tensorfusion.adapters.kube.client import make_client
@@ -208,13 +209,9 @@ def histogram_quantiles(text: str, verb: str) -> dict[str, float]:
 
 
 def api_requests(raw: str) -> dict[str, float]:
-    found: dict[str, float] = {}
-    for family in text_string_to_metric_families(raw):
-        for sample in family.samples:
-            if sample.name == "apiserver_request_total":
-                key = f"{sample.labels.get('verb')} {sample.labels.get('resource')}"
-                found[key] = found.get(key, 0.0) + sample.value
-    return found
+    """apiserver_request_total by verb and resource."""
+    return {key.replace("/", " "): value for key, value in
+            sums_by(raw, "apiserver_request_total", ("verb", "resource")).items()}  # fmt: skip
 
 
 async def end_to_end(nodes: int, pods: int) -> EndToEnd:

@@ -143,6 +143,67 @@ async def allocations(replica: Replica, namespace: str) -> list[dict[str, Any]]:
     return found
 
 
+SIZES = [("20", "4Gi"), ("50", "10Gi"), ("100", "16Gi"), ("150", "30Gi"), ("30", "40Gi")]
+
+
+async def create_mixed_workers(kube: AsyncClient, namespace: str, pool: str, count: int) -> None:
+    """`count` webhook-shaped workers of the mixed SIZES, indices cycling through 1..128."""
+    for i in range(count):
+        tflops, vram = SIZES[i % len(SIZES)]
+        await kube.create(webhook_worker(f"w{i:03d}", namespace, pool, tflops, vram, i % 128 + 1))
+
+
+async def all_bound(
+    kube: AsyncClient, namespace: str, count: int, leader: Replica
+) -> list[dict[str, Any]]:
+    """Every pod of the namespace once `count` of them are bound."""
+
+    async def bound() -> list[dict[str, Any]] | None:
+        pods = [p.to_dict() async for p in kube.list(POD, namespace=namespace)]
+        return pods if sum(1 for p in pods if p["spec"].get("nodeName")) == count else None
+
+    found: list[dict[str, Any]] = await eventually(
+        bound, what=f"{count} workers bound", timeout=180, components=[leader.component]
+    )
+    return found
+
+
+def assert_within_capacity(pods: list[dict[str, Any]], gpus: dict[str, list[str]]) -> None:
+    """No GPU holds more than 312 TFLOPs or 80Gi by the pods' own annotations, and every pod's
+    GPUs are on its node."""
+    used: dict[str, list[float]] = {}
+    for pod in pods:
+        annotations = pod["metadata"]["annotations"]
+        gpu_ids = annotations[KEYS.gpu_ids].split(",")
+        assert all(g in gpus[pod["spec"]["nodeName"]] for g in gpu_ids), pod
+        for gpu in gpu_ids:
+            figures = used.setdefault(gpu, [0.0, 0.0])
+            figures[0] += float(annotations[KEYS.tflops_request])
+            figures[1] += float(annotations[KEYS.vram_request].removesuffix("Gi"))
+    for gpu, (tflops, vram) in used.items():
+        assert tflops <= 312 and vram <= 80, f"{gpu} over-committed: {tflops} TFLOPs / {vram}Gi"
+
+
+async def records_match(replica: Replica, namespace: str, pods: list[dict[str, Any]]) -> bool:
+    """Whether `/api/allocation` holds exactly the pods' committed records."""
+    records = {r["name"]: (r["node"], r["gpus"], r["state"])
+               for r in await allocations(replica, namespace)}  # fmt: skip
+    return records == {
+        p["metadata"]["name"]: (p["spec"]["nodeName"],
+                                p["metadata"]["annotations"][KEYS.gpu_ids].split(","),
+                                "committed")
+        for p in pods
+    }  # fmt: skip
+
+
+async def gpu_warnings(control_plane: ControlPlane, namespace: str, pod: str) -> list[Any]:
+    """The FailedGPUScheduling events of a pod."""
+    events = json.loads(await control_plane.kubectl(
+        "get", "events", "-n", namespace, "-o", "json"))["items"]  # fmt: skip
+    return [e for e in events if e["involvedObject"]["name"] == pod
+            and e["reason"] == "FailedGPUScheduling"]  # fmt: skip
+
+
 async def test_a_worker_lands_on_the_allocators_choice_with_gpu_ids_before_its_binding(
     control_plane: ControlPlane,
     kube: AsyncClient,
@@ -208,11 +269,7 @@ async def test_an_impossible_worker_stays_pending_with_one_warning_summary(
         await kube.create(webhook_worker("huge", namespace, cluster.pool, "1000", "10Gi", 1))
 
         async def warned() -> list[dict[str, Any]] | None:
-            events = json.loads(await control_plane.kubectl(
-                "get", "events", "-n", namespace, "-o", "json"))["items"]  # fmt: skip
-            ours = [e for e in events if e["involvedObject"]["name"] == "huge"
-                    and e["reason"] == "FailedGPUScheduling"]  # fmt: skip
-            return ours or None
+            return await gpu_warnings(control_plane, namespace, "huge") or None
 
         [event] = await eventually(warned, what="the FailedGPUScheduling event",
                                    components=[cluster.leader.component])  # fmt: skip
@@ -221,9 +278,6 @@ async def test_an_impossible_worker_stays_pending_with_one_warning_summary(
         pod = await read(kube, POD, "huge", namespace)
         assert pod is not None and not pod["spec"].get("nodeName")
         assert await allocations(cluster.leader, namespace) == []
-
-
-SIZES = [("20", "4Gi"), ("50", "10Gi"), ("100", "16Gi"), ("150", "30Gi"), ("30", "40Gi")]
 
 
 async def test_200_mixed_workers_on_20_nodes_never_overcommit_a_gpu(
@@ -236,45 +290,15 @@ async def test_200_mixed_workers_on_20_nodes_never_overcommit_a_gpu(
 ) -> None:
     async with gpu_cluster(control_plane, kube, namespace, replicas, fake_gpu_nodes,
                            cluster_objects, nodes=20, gpus_per_node=8) as cluster:  # fmt: skip
-        for i in range(200):
-            tflops, vram = SIZES[i % len(SIZES)]
-            await kube.create(webhook_worker(f"w{i:03d}", namespace, cluster.pool, tflops, vram,
-                                             i % 128 + 1))  # fmt: skip
+        await create_mixed_workers(kube, namespace, cluster.pool, 200)
+        pods = await all_bound(kube, namespace, 200, cluster.leader)
+        assert_within_capacity(pods, cluster.gpus)
 
-        async def all_bound() -> list[dict[str, Any]] | None:
-            pods = [p.to_dict() async for p in kube.list(POD, namespace=namespace)]
-            bound = [p for p in pods if p["spec"].get("nodeName")]
-            return pods if len(bound) == 200 else None
+        async def matches() -> bool:
+            return await records_match(cluster.leader, namespace, pods)
 
-        pods = await eventually(all_bound, what="200 workers bound", timeout=180,
-                                components=[cluster.leader.component])  # fmt: skip
-        committed: dict[str, list[float]] = {}
-        for pod in pods:
-            annotations = pod["metadata"]["annotations"]
-            gpu_ids = annotations[KEYS.gpu_ids].split(",")
-            assert all(g in cluster.gpus[pod["spec"]["nodeName"]] for g in gpu_ids), pod
-            pod_tflops = float(annotations[KEYS.tflops_request])
-            pod_vram = float(annotations[KEYS.vram_request].removesuffix("Gi"))
-            for gpu in gpu_ids:
-                used = committed.setdefault(gpu, [0.0, 0.0])
-                used[0] += pod_tflops
-                used[1] += pod_vram
-        for gpu, (gpu_tflops, gpu_vram) in committed.items():
-            assert gpu_tflops <= 312 and gpu_vram <= 80, (
-                f"{gpu} over-committed: {gpu_tflops} TFLOPs / {gpu_vram}Gi"
-            )
-
-        async def all_committed() -> bool:
-            records = await allocations(cluster.leader, namespace)
-            return len(records) == 200 and all(r["state"] == "committed" for r in records)
-
-        await eventually(all_committed, what="200 committed records, no assumption left",
+        await eventually(matches, what="200 committed records equal to the pods",
                          components=[cluster.leader.component])  # fmt: skip
-        records = {r["name"]: (r["node"], r["gpus"]) for r in
-                   await allocations(cluster.leader, namespace)}  # fmt: skip
-        for pod in pods:
-            name, annotations = pod["metadata"]["name"], pod["metadata"]["annotations"]
-            assert records[name] == (pod["spec"]["nodeName"], annotations[KEYS.gpu_ids].split(","))
 
 
 async def test_a_pending_worker_is_bound_once_another_releases_the_gpu(
@@ -298,10 +322,7 @@ async def test_a_pending_worker_is_bound_once_another_releases_the_gpu(
         await kube.create(webhook_worker("second", namespace, cluster.pool, "300", "10Gi", 2))
 
         async def warned() -> bool:
-            events = json.loads(await control_plane.kubectl(
-                "get", "events", "-n", namespace, "-o", "json"))["items"]  # fmt: skip
-            return any(e["involvedObject"]["name"] == "second"
-                       and e["reason"] == "FailedGPUScheduling" for e in events)  # fmt: skip
+            return bool(await gpu_warnings(control_plane, namespace, "second"))
 
         await eventually(warned, what="second pending for GPUs",
                          components=[cluster.leader.component])  # fmt: skip
@@ -391,13 +412,7 @@ async def test_kill_9_of_the_leader_while_200_workers_arrive(
         old_child = await eventually(leaders_child, what="the leader's child",
                                      components=[cluster.leader.component])  # fmt: skip
 
-        async def create_all() -> None:
-            for i in range(200):
-                tflops, vram = SIZES[i % len(SIZES)]
-                await kube.create(webhook_worker(f"w{i:03d}", namespace, cluster.pool, tflops,
-                                                 vram, i % 128 + 1))  # fmt: skip
-
-        creating = asyncio.create_task(create_all())
+        creating = asyncio.create_task(create_mixed_workers(kube, namespace, cluster.pool, 200))
         try:
 
             async def some_bound() -> bool:
@@ -423,29 +438,11 @@ async def test_kill_9_of_the_leader_while_200_workers_arrive(
             if not creating.done():
                 creating.cancel()
 
-        async def all_bound() -> list[dict[str, Any]] | None:
-            pods = [p.to_dict() async for p in kube.list(POD, namespace=namespace)]
-            bound = [p for p in pods if p["spec"].get("nodeName")]
-            return pods if len(bound) == 200 else None
-
-        pods = await eventually(all_bound, what="200 workers bound", timeout=180,
-                                components=[follower.component])  # fmt: skip
-        usage: dict[str, float] = {}
-        for pod in pods:
-            annotations = pod["metadata"]["annotations"]
-            for gpu in annotations[KEYS.gpu_ids].split(","):
-                usage[gpu] = usage.get(gpu, 0.0) + float(annotations[KEYS.tflops_request])
-        assert max(usage.values()) <= 312, "a GPU is over-committed"
+        pods = await all_bound(kube, namespace, 200, follower)
+        assert_within_capacity(pods, cluster.gpus)
 
         async def matches() -> bool:
-            records = {r["name"]: (r["node"], r["gpus"], r["state"])
-                       for r in await allocations(follower, namespace)}  # fmt: skip
-            return records == {
-                p["metadata"]["name"]: (p["spec"]["nodeName"],
-                                        p["metadata"]["annotations"][KEYS.gpu_ids].split(","),
-                                        "committed")
-                for p in pods
-            }  # fmt: skip
+            return await records_match(follower, namespace, pods)
 
         await eventually(matches, what="/api/allocation equal to the pods",
                          components=[follower.component])  # fmt: skip
