@@ -59,67 +59,30 @@ class ControllerReconcilers:
     ) -> ControllerReconcilers:
         """The reconcilers over the replica's caches, writing through `client` once fenced."""
         objects = LightkubeObjects(client)
-        recorder = EventRecorder(client, "tensor-fusion-controller")
-        clock = time.time
+        writes: dict[str, Any] = {
+            "client": objects,
+            "fence": fence,
+            "recorder": EventRecorder(client, "tensor-fusion-controller"),
+        }
+        timed: dict[str, Any] = {**writes, "clock": time.time}
+        agent_pods = caches.hypervisor_pods if flags.agent_readiness == "pod" else None
         return cls(
-            clusters=ClusterReconciler(
-                clusters=caches.clusters,
-                pools=caches.pools,
-                client=objects,
-                fence=fence,
-                recorder=recorder,
-                clock=clock,
-            ),
+            clusters=ClusterReconciler(clusters=caches.clusters, pools=caches.pools, **timed),
             gpu_nodes=GPUNodeReconciler(
-                nodes=caches.nodes,
-                gpu_nodes=caches.gpu_nodes,
-                gpus=caches.gpus,
-                pools=caches.pools,
-                hypervisor_pods=caches.hypervisor_pods if flags.agent_readiness == "pod" else None,
-                state=state,
-                client=objects,
-                fence=fence,
-                recorder=recorder,
-                clock=clock,
-                initial_selector=env.gpu_node_selector,
-                agent_readiness=flags.agent_readiness,
+                nodes=caches.nodes, gpu_nodes=caches.gpu_nodes, gpus=caches.gpus,
+                pools=caches.pools, hypervisor_pods=agent_pods, state=state,
+                initial_selector=env.gpu_node_selector, agent_readiness=flags.agent_readiness,
+                **timed,
             ),
-            pools=PoolStatusReconciler(
-                pools=caches.pools,
-                gpu_nodes=caches.gpu_nodes,
-                state=state,
-                client=objects,
-                fence=fence,
-                recorder=recorder,
-                clock=clock,
-            ),
-            pods=PodReleaser(
-                pods=caches.workers,
-                state=state,
-                client=objects,
-                fence=fence,
-                recorder=recorder,
-                clock=clock,
-            ),
-            gpu_status=GPUStatusWriter(
-                gpus=caches.gpus, state=state, client=objects, fence=fence, clock=clock
-            ),
-            quota_status=QuotaStatusWriter(
-                quotas=caches.quotas,
-                state=state,
-                client=objects,
-                fence=fence,
-                recorder=recorder,
-                clock=clock,
-            ),
-            taint=ProgressiveTaintReconciler(
-                nodes=caches.nodes,
-                state=state,
-                client=objects,
-                fence=fence,
-                enabled=env.progressive_migration,
-            ),
-        )
+            pools=PoolStatusReconciler(pools=caches.pools, gpu_nodes=caches.gpu_nodes,
+                                       state=state, **timed),
+            pods=PodReleaser(pods=caches.workers, state=state, **timed),
+            gpu_status=GPUStatusWriter(gpus=caches.gpus, state=state, client=objects,
+                                       fence=fence, clock=time.time),
+            quota_status=QuotaStatusWriter(quotas=caches.quotas, state=state, **timed),
+            taint=ProgressiveTaintReconciler(nodes=caches.nodes, state=state, client=objects,
+                                             fence=fence, enabled=env.progressive_migration),
+        )  # fmt: skip
 
     def register(self, caches: ControllerInformers) -> None:
         """Send cache changes to the reconcilers' queues (before the allocator state's)."""

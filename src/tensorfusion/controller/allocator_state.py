@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.change_feed import ChangeCursor
 from tensorfusion.domain.allocator.mapping import (
     gpu_state,
     host_facts,
@@ -44,7 +45,7 @@ from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.domain.vocabulary import IsolationPolicy
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
-__all__ = ["AllocatorState", "ObjectCache", "StateCaches"]
+__all__ = ["AllocatorChanges", "AllocatorState", "ObjectCache", "StateCaches"]
 
 _log = logging.getLogger(__name__)
 
@@ -240,3 +241,24 @@ def _ended(pod: Mapping[str, Any]) -> bool:
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return True
     return (pod.get("metadata") or {}).get("deletionTimestamp") is not None
+
+
+@dataclass(slots=True)
+class AllocatorChanges:
+    """One consumer's change cursor on the state's allocator, made anew when a new term
+    rebuilds the allocator (so the new allocator's nodes all count as changed)."""
+
+    state: AllocatorState
+    consumer: str
+    _cursor: ChangeCursor | None = None
+    _source: Allocator | None = None
+
+    def take(self) -> tuple[set[str], set[str]]:
+        """(nodes, GPUs) changed since the last call; both empty before recovery."""
+        allocator = self.state.allocator
+        if allocator is None:
+            return set(), set()
+        if self._cursor is None or self._source is not allocator:
+            self._cursor = allocator.changes(self.consumer, unique=True)
+            self._source = allocator
+        return self._cursor.take_nodes(), self._cursor.take_gpus()

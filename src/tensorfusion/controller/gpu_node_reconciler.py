@@ -10,13 +10,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache
+from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.object_client import KubeError, ObjectClient
-from tensorfusion.controller.reconcile_loop import ReconcileLoop
+from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.capacity_figures import node_capacity
-from tensorfusion.domain.allocator.change_feed import ChangeCursor
 from tensorfusion.domain.allocator.mapping import HOSTNAME_KEY
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.desired_state.gpu_nodes import (
@@ -107,8 +106,7 @@ class GPUNodeReconciler:
         self.writer = FencedWriter(client, fence, events=recorder)
         self.loop: ReconcileLoop[str] = ReconcileLoop("gpunode", self.reconcile, workers=workers)
         self._pods_by_node: dict[str, set[ObjectKey]] = {}
-        self._cursor: ChangeCursor | None = None
-        self._cursor_source: Allocator | None = None
+        self._changes = AllocatorChanges(state, "gpunode-reconciler")
         self._missing_reported: dict[str, str] = {}
         self._several_pools_reported: dict[str, tuple[str, ...]] = {}
 
@@ -185,23 +183,12 @@ class GPUNodeReconciler:
             group.create_task(self._follow_allocator())
 
     async def _follow_allocator(self) -> None:
-        while True:
-            try:
-                self.take_changes()
-            except Exception:  # never dies
-                _log.exception("gpunode: reading the allocator's changes failed")
-            await self._sleep(self._change_interval)
+        await every(self._change_interval, self.take_changes,
+                    "gpunode: reading the allocator's changes", self._sleep)  # fmt: skip
 
     def take_changes(self) -> set[str]:
         """Queue the nodes the allocator changed since the last call; returns them."""
-        allocator = self._state.allocator
-        if allocator is None:
-            return set()
-        if self._cursor is None or self._cursor_source is not allocator:
-            self._cursor = allocator.changes("gpunode-reconciler", unique=True)
-            self._cursor_source = allocator
-        changed = self._cursor.take_nodes()
-        self._cursor.take_gpus()
+        changed, _ = self._changes.take()
         for name in changed:
             self.loop.add(name)
         return changed

@@ -10,16 +10,13 @@ nodes its change cursor reports, and for Nodes whose taints someone else changed
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache
+from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter
 from tensorfusion.controller.object_client import ObjectClient
-from tensorfusion.controller.reconcile_loop import ReconcileLoop
-from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.change_feed import ChangeCursor
+from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.allocator.progressive_migration import (
     taints_with_progressive_taint,
     wants_progressive_taint,
@@ -30,7 +27,6 @@ from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
 __all__ = ["ProgressiveTaintReconciler"]
 
-_log = logging.getLogger(__name__)
 Sleep = Callable[[float], Awaitable[None]]
 NOT_READY_RETRY_S: Final = 1.0
 
@@ -70,8 +66,7 @@ class ProgressiveTaintReconciler:
         self.loop: ReconcileLoop[str] = ReconcileLoop(
             "progressive-taint", self.reconcile, workers=workers
         )
-        self._cursor: ChangeCursor | None = None
-        self._cursor_source: Allocator | None = None
+        self._changes = AllocatorChanges(state, "progressive-taint")
 
     def on_node(self, event: InformerEvent) -> None:
         """A Node appeared or its taints changed."""
@@ -90,23 +85,14 @@ class ProgressiveTaintReconciler:
             group.create_task(self._follow_allocator())
 
     async def _follow_allocator(self) -> None:
-        while True:
-            try:
-                self.take_changes()
-            except Exception:  # never dies
-                _log.exception("progressive-taint: reading the allocator's changes failed")
-            await self._sleep(self._change_interval)
+        await every(self._change_interval, self.take_changes,
+                    "progressive-taint: reading the allocator's changes", self._sleep)  # fmt: skip
 
     def take_changes(self) -> set[str]:
         """Queue the nodes the allocator changed since the last call; returns them."""
-        allocator = self._state.allocator
-        if allocator is None or not self._enabled:
+        if not self._enabled:
             return set()
-        if self._cursor is None or self._cursor_source is not allocator:
-            self._cursor = allocator.changes("progressive-taint", unique=True)
-            self._cursor_source = allocator
-        changed = self._cursor.take_nodes()
-        self._cursor.take_gpus()
+        changed, _ = self._changes.take()
         for name in changed:
             self.loop.add(name)
         return changed

@@ -22,7 +22,7 @@ from tensorfusion.adapters.kube.events import InvolvedObject
 from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.object_client import ObjectClient
-from tensorfusion.controller.reconcile_loop import ReconcileLoop
+from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.admission.replica_gate import COUNTED_OWNER_KINDS
 from tensorfusion.domain.admission.workload_identity import controller_ref, owner_group
 from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
@@ -134,12 +134,8 @@ class PodReleaser:
             group.create_task(self._sweeps())
 
     async def _sweeps(self) -> None:
-        while True:
-            await self._sleep(self._sweep_interval)
-            try:
-                self.sweep()
-            except Exception:  # never dies
-                _log.exception("pod-release: sweep failed")
+        await every(self._sweep_interval, self.sweep, "pod-release: sweep", self._sleep,
+                    first=False)  # fmt: skip
 
     def sweep(self) -> list[AllocationRecord]:
         """Release committed records whose pod ended or stayed gone for two sweeps, and queue

@@ -13,6 +13,7 @@ restarts it after a bug.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from tensorfusion.runtime.work_queue import (
     WorkQueue,
 )
 
-__all__ = ["ReconcileLoop", "ReconcileStats"]
+__all__ = ["ReconcileLoop", "ReconcileStats", "every"]
 
 _log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
@@ -140,3 +141,26 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, TimeoutError):
         return "timed out (the leadership fence ran out)"
     return str(error) or type(error).__name__
+
+
+async def every(
+    interval: float,
+    step: Callable[[], object],
+    what: str,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    *,
+    first: bool = True,
+) -> None:
+    """Run `step` (a function or a coroutine function) every `interval` seconds until
+    cancelled (after the first interval unless `first`); a failing step is logged with `what`
+    and the next one runs as planned."""
+    if not first:
+        await sleep(interval)
+    while True:
+        try:
+            result = step()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # a periodic step never ends its loop
+            _log.exception("%s failed", what)
+        await sleep(interval)

@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache
+from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.object_client import ObjectClient
+from tensorfusion.controller.reconcile_loop import every
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.change_feed import ChangeCursor
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.desired_state.gpus import gpu_owned_status
@@ -102,8 +102,7 @@ class GPUStatusWriter:
         self._backoff = backoff
         self._sleep = sleep
         self.writer = FencedWriter(client, fence, events=recorder)
-        self._cursor: ChangeCursor | None = None
-        self._cursor_source: Allocator | None = None
+        self._changes = AllocatorChanges(state, "gpu-status-writeback")
         self._dirty: set[str] = set()
         self._last_write: dict[str, float] = {}
         self._failures: dict[str, int] = {}
@@ -127,19 +126,7 @@ class GPUStatusWriter:
 
     async def run(self) -> None:
         """Write back until cancelled."""
-        while True:
-            try:
-                await self.flush()
-            except Exception:  # never dies
-                _log.exception("gpu-status: write-back batch failed")
-            await self._sleep(self._tick)
-
-    def _take_changes(self, allocator: Allocator) -> None:
-        if self._cursor is None or self._cursor_source is not allocator:
-            self._cursor = allocator.changes("gpu-status-writeback", unique=True)
-            self._cursor_source = allocator
-        self._dirty |= self._cursor.take_gpus()
-        self._cursor.take_nodes()
+        await every(self._tick, self.flush, "gpu-status: write-back batch", self._sleep)
 
     async def flush(self) -> FlushReport:
         """One batch: the changed GPUs that are due, then the GPUNodes' stamp."""
@@ -147,7 +134,7 @@ class GPUStatusWriter:
         allocator = self._state.allocator
         if allocator is None:
             return report
-        self._take_changes(allocator)
+        self._dirty |= self._changes.take()[1]
         now = self._clock()
         due = sorted(
             name
@@ -263,12 +250,7 @@ class QuotaStatusWriter:
 
     async def run(self) -> None:
         """Sync every interval until cancelled."""
-        while True:
-            try:
-                await self.sync()
-            except Exception:  # never dies
-                _log.exception("quota-status: sync failed")
-            await self._sleep(self._interval)
+        await every(self._interval, self.sync, "quota-status: sync", self._sleep)
 
     async def sync(self) -> list[str]:
         """Write every quota status that changed; returns `namespace/name` of those written.

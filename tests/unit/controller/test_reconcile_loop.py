@@ -12,7 +12,7 @@ import pytest
 from tensorfusion.adapters.kube.events import InvolvedObject
 from tensorfusion.controller.fenced_writes import FencedWriter
 from tensorfusion.controller.object_client import KubeError
-from tensorfusion.controller.reconcile_loop import ReconcileLoop
+from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.runtime.leader_election import NotLeaderError
 
 from .reconciler_fakes import Call, FakeApi, FakeRecorder, Fence, gpu
@@ -218,3 +218,28 @@ async def test_events_are_fenced_and_never_raise() -> None:
             raise RuntimeError("recorder bug")
 
     await FencedWriter(FakeApi(), Fence(), events=Broken()).note(subject, "Normal", "R", "m")
+
+
+async def test_every_survives_a_failing_step_and_can_wait_first() -> None:
+
+    calls: list[str] = []
+    slept: list[float] = []
+
+    def step() -> None:
+        calls.append("step")
+        if len(calls) == 1:
+            raise RuntimeError("first one fails")
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) >= 3:
+            raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await every(2.0, step, "test step", sleep)
+    assert calls == ["step", "step", "step"] and slept == [2.0, 2.0, 2.0]
+    calls.clear()
+    slept.clear()
+    with pytest.raises(asyncio.CancelledError):
+        await every(2.0, step, "test step", sleep, first=False)
+    assert len(calls) == 2, "waited one interval before the first step"
