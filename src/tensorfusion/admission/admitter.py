@@ -3,7 +3,8 @@
 `ClusterAdmitter.admit` gathers the facts, runs the pure pipeline and, unless it is a dry run,
 performs its writes in order: (a) the enabled-replicas counter on the pod's controller owner,
 raised by one with the owner's resourceVersion as the precondition; (b) the
-TensorFusionWorkload, created or merge-patched. A conflict in (a) means another admission
+TensorFusionWorkload, created or merge-patched (no API call when the replica's cache holds it
+as wanted, the typical pod). A conflict in (a) means another admission
 counted meanwhile: the whole admission runs again on a fresh read (so the gate sees the new
 count), up to 5 times 10 ms apart doubling, then 503. A failure of (b) takes (a) back and is a
 503. Nothing is written for a denial.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import httpx
 import orjson
@@ -29,12 +30,18 @@ from tensorfusion.domain.admission.replica_gate import CounterIncrement
 from tensorfusion.domain.admission.review import AdmissionRequest
 from tensorfusion.domain.admission.workload import WorkloadWrite
 
-__all__ = ["COUNTER_ATTEMPTS", "ClusterAdmitter"]
+__all__ = ["COUNTER_ATTEMPTS", "CachedWorkloads", "ClusterAdmitter"]
 
 COUNTER_ATTEMPTS: Final = 6
 """The first try and 5 conflict retries."""
 COUNTER_BACKOFF_S: Final = 0.01
 _WORKLOADS: Final = "/apis/tensor-fusion.ai/v1/namespaces/{namespace}/tensorfusionworkloads"
+
+
+class CachedWorkloads(Protocol):
+    """The replica's TensorFusionWorkload cache."""
+
+    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None: ...
 
 
 class _ConflictError(Exception):
@@ -45,16 +52,21 @@ class ClusterAdmitter:
     """`Admitter` of a controller replica."""
 
     def __init__(
-        self, client: AsyncClient, sources: AdmissionSources, settings: AdmissionSettings
+        self,
+        client: AsyncClient,
+        sources: AdmissionSources,
+        settings: AdmissionSettings,
+        workloads: CachedWorkloads | None = None,
     ) -> None:
         self._client = client
         self._sources = sources
-        self._settings = settings
+        self.settings = settings
+        self._workloads = workloads
 
     async def admit(self, request: AdmissionRequest) -> AdmissionDecision:
         """Facts, pipeline, writes; TransientAdmissionError for what should be retried."""
         for attempt in range(COUNTER_ATTEMPTS):
-            facts = await gather_facts(request, self._sources, self._settings)
+            facts = await gather_facts(request, self._sources, self.settings)
             decision = admit(request.object, facts)
             if not decision.allowed or request.dry_run:
                 return decision
@@ -125,6 +137,9 @@ class ClusterAdmitter:
     # ---- (b) the workload ------------------------------------------------------------------
 
     async def _write_workload(self, write: WorkloadWrite) -> None:
+        cached = self._workloads.get(write.name, write.namespace) if self._workloads else None
+        if cached is not None and write.spec_patch(cached) is None:
+            return  # the typical pod: its workload exists as wanted, no API call
         collection = _WORKLOADS.format(namespace=write.namespace)
         path = f"{collection}/{write.name}"
         for _ in range(3):

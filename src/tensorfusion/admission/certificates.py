@@ -6,9 +6,11 @@ reads the winner's); issued by the controller and two thirds through its life, i
 with the same CA (a conflict means another replica renewed it: read again); from elsewhere
 (cert-manager, the reference's Jobs) it is only read. Every refresh keeps the `caBundle` of the
 MutatingWebhookConfiguration's webhooks equal to the Secret's CA (left alone without a CA, for
-cert-manager's injector). `run()` refreshes every `interval_s` until cancelled, so a changed
-Secret is served without a restart; `ready` says whether a certificate is loaded (`/readyz`).
-Every API call is retried on the next round; failures are logged and counted, never raised.
+cert-manager's injector), and warns while auto-migration is on but the configuration still
+selects pods by label (the pods it should migrate never reach the webhook). `run()` refreshes
+every `interval_s` until cancelled, so a changed Secret is served without a restart; `ready`
+says whether a certificate is loaded (`/readyz`). Every API call is retried on the next
+round; failures are logged and counted, never raised.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = ["ISSUED_BY_ANNOTATION", "WebhookCertificates"]
 _log = logging.getLogger(__name__)
 ISSUED_BY_ANNOTATION: Final = "tensor-fusion.ai/issued-by"
 REFRESH_INTERVAL_S: Final = 30.0
+SELECTOR_WARNING_EVERY_S: Final = 600.0
 
 
 def _utc_now() -> datetime.datetime:
@@ -78,6 +81,8 @@ class WebhookCertificates:
         self.context: ssl.SSLContext | None = None
         self.failures = 0
         self.last_error = ""
+        self.auto_migration = False
+        self._selector_warned_at: datetime.datetime | None = None
 
     @property
     def ready(self) -> bool:
@@ -195,6 +200,7 @@ class WebhookCertificates:
                 return  # not installed (yet): nothing to keep in step
             raise
         webhooks = configuration.webhooks or []
+        self._check_object_selector(webhooks)
         if all(w.clientConfig.caBundle == wanted for w in webhooks):
             return
         patch: list[dict[str, Any]] = [
@@ -205,3 +211,26 @@ class WebhookCertificates:
                                  patch_type=PatchType.JSON)  # fmt: skip
         _log.info("caBundle of MutatingWebhookConfiguration %s set to the Secret's CA",
                   self._configuration)  # fmt: skip
+
+    def _check_object_selector(self, webhooks: Sequence[Any]) -> None:
+        """Warn (every 10 min) while auto-migration is on and a webhook selects by label."""
+        selecting = [
+            w.name for w in webhooks
+            if w.objectSelector is not None
+            and (w.objectSelector.matchLabels or w.objectSelector.matchExpressions)
+        ]  # fmt: skip
+        if not self.auto_migration or not selecting:
+            self._selector_warned_at = None
+            return
+        now = self._clock()
+        last = self._selector_warned_at
+        if last is not None and (now - last).total_seconds() < SELECTOR_WARNING_EVERY_S:
+            return
+        self._selector_warned_at = now
+        _log.warning(
+            "dynamic config autoMigration.enable is true but MutatingWebhookConfiguration %s "
+            "still has an objectSelector on %s: pods without the label tensor-fusion.ai/enabled "
+            "never reach the webhook and are not migrated; install with "
+            "dynamicConfig.autoMigration.enable=true so the chart renders a namespaceSelector "
+            "instead", self._configuration, ", ".join(selecting),
+        )  # fmt: skip

@@ -236,7 +236,8 @@ async def run_controller(
     )  # fmt: skip
     if env.enable_webhooks:
         webhook = WebhookWork.create(client=client, env=env, informers=informers,
-                                     backend=backend, registry=registry)  # fmt: skip
+                                     backend=backend, registry=registry,
+                                     config=config)  # fmt: skip
         backend.webhook_ready = webhook.ready
         process.supervisor.start("webhook", webhook.run)
     informers.start(process.supervisor)

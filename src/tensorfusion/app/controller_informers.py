@@ -35,6 +35,7 @@ class ControllerInformers:
     hypervisor_pods: Informer
     profiles: Informer
     namespaces: Informer
+    workloads: Informer
 
     @classmethod
     def create(cls, client: AsyncClient, namespace: str) -> ControllerInformers:
@@ -61,6 +62,7 @@ class ControllerInformers:
             ),
             profiles=custom("WorkloadProfile"),
             namespaces=Informer(LightkubeSource(client, Namespace), name="Namespace"),
+            workloads=custom("TensorFusionWorkload"),
             hypervisor_pods=Informer(
                 LightkubeSource(
                     client, Pod, namespace=namespace, labels={KEYS.component: "hypervisor"}
@@ -73,7 +75,7 @@ class ControllerInformers:
         """Every informer."""
         return (self.gpus, self.gpu_nodes, self.nodes, self.pools, self.templates, self.quotas,
                 self.clusters, self.workers, self.bound_pods, self.hypervisor_pods,
-                self.profiles, self.namespaces)  # fmt: skip
+                self.profiles, self.namespaces, self.workloads)  # fmt: skip
 
     def start(self, supervisor: Supervisor) -> None:
         """Run every informer under the supervisor."""

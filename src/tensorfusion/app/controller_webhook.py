@@ -4,14 +4,15 @@ Every replica serves it, leader or not: `WebhookWork.run` keeps the certificate 
 (issuing it when absent), starts HTTPS on `WEBHOOK_PORT` once a certificate is loaded, and
 refreshes it every 30 s (a renewed or replaced Secret is served without restart). `/readyz`
 waits for the certificate through `WebhookWork.ready`. The admitter reads the replica's caches,
-asks the leader for pod indices, and writes counters and workloads.
+asks the leader for pod indices, and writes counters and workloads; `autoMigration` follows the
+dynamic configuration without restart.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -23,9 +24,12 @@ from tensorfusion.admission.certificates import WebhookCertificates
 from tensorfusion.admission.cluster_sources import ClusterAdmissionSources
 from tensorfusion.admission.facts_gathering import AdmissionSettings
 from tensorfusion.admission.webhook_app import WebhookMetrics, create_webhook_app
+from tensorfusion.alerting.replica_config import ReplicaConfig
 from tensorfusion.api_server.serving import join_host_port, serve
 from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
+from tensorfusion.domain.admission.auto_migration import read_auto_migration
+from tensorfusion.domain.alerting.dynamic_config import DynamicConfig
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 
 __all__ = ["SERVICE_ACCOUNT_TOKEN", "WebhookWork"]
@@ -61,6 +65,7 @@ class WebhookWork:
         informers: ControllerInformers,
         backend: ControllerBackend,
         registry: CollectorRegistry,
+        config: ReplicaConfig,
     ) -> WebhookWork:
         """The webhook of this replica, from the chart's environment."""
         certificates = WebhookCertificates(
@@ -78,8 +83,26 @@ class WebhookWork:
         settings = AdmissionSettings(progressive_migration=env.progressive_migration)
         host = env.api_host
         address = join_host_port(host, env.webhook_port) if host else f":{env.webhook_port}"
-        return cls(certificates, ClusterAdmitter(client, sources, settings),
-                   WebhookMetrics(registry), address)  # fmt: skip
+        admitter = ClusterAdmitter(client, sources, settings, workloads=informers.workloads)
+        work = cls(certificates, admitter, WebhookMetrics(registry), address)
+        work.apply_config(config.config)
+        config.listen(work.on_config)
+        return work
+
+    def apply_config(self, config: DynamicConfig) -> None:
+        """Take `autoMigration` from the dynamic configuration (hot-reloaded)."""
+        migration = read_auto_migration(config.raw.get("autoMigration"))
+        if migration.error:
+            _log.warning("dynamic config autoMigration: %s; no pod migrates until it is fixed",
+                         migration.error)  # fmt: skip
+        if migration != self.admitter.settings.auto_migration:
+            _log.info("auto-migration %s", "on" if migration.enable else "off")
+        self.admitter.settings = replace(self.admitter.settings, auto_migration=migration)
+        self.certificates.auto_migration = migration.enable
+
+    async def on_config(self, config: DynamicConfig) -> None:
+        """`ReplicaConfig` listener."""
+        self.apply_config(config)
 
     def ready(self) -> bool:
         """Whether a certificate is loaded (the site serves once it is)."""
