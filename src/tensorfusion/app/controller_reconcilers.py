@@ -25,7 +25,9 @@ from tensorfusion.controller.object_client import LightkubeObjects
 from tensorfusion.controller.pod_release import PodReleaser
 from tensorfusion.controller.pool_reconciler import PoolStatusReconciler
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
+from tensorfusion.controller.replica_recount import ReplicaRecount
 from tensorfusion.controller.status_writeback import GPUStatusWriter, QuotaStatusWriter
+from tensorfusion.controller.workload_lifecycle import WorkloadLifecycle
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 from tensorfusion.domain.settings.controller_flags import ControllerFlags
 
@@ -45,6 +47,8 @@ class ControllerReconcilers:
     gpu_status: GPUStatusWriter
     quota_status: QuotaStatusWriter
     taint: ProgressiveTaintReconciler
+    recount: ReplicaRecount
+    workloads: WorkloadLifecycle
 
     @classmethod
     def create(
@@ -66,6 +70,7 @@ class ControllerReconcilers:
         }
         timed: dict[str, Any] = {**writes, "clock": time.time}
         agent_pods = caches.hypervisor_pods if flags.agent_readiness == "pod" else None
+        recount = ReplicaRecount(pods=caches.workers, **timed)
         return cls(
             clusters=ClusterReconciler(clusters=caches.clusters, pools=caches.pools, **timed),
             gpu_nodes=GPUNodeReconciler(
@@ -76,17 +81,23 @@ class ControllerReconcilers:
             ),
             pools=PoolStatusReconciler(pools=caches.pools, gpu_nodes=caches.gpu_nodes,
                                        state=state, **timed),
-            pods=PodReleaser(pods=caches.workers, state=state, **timed),
+            pods=PodReleaser(pods=caches.workers, state=state, recount=recount.after_decrement,
+                             **timed),
             gpu_status=GPUStatusWriter(gpus=caches.gpus, state=state, client=objects,
                                        fence=fence, clock=time.time),
             quota_status=QuotaStatusWriter(quotas=caches.quotas, state=state, **timed),
             taint=ProgressiveTaintReconciler(nodes=caches.nodes, state=state, client=objects,
                                              fence=fence, enabled=env.progressive_migration),
+            recount=recount,
+            workloads=WorkloadLifecycle(pods=caches.workers, workloads=caches.workloads, **timed),
         )  # fmt: skip
 
     def register(self, caches: ControllerInformers) -> None:
         """Send cache changes to the reconcilers' queues (before the allocator state's)."""
         caches.workers.add_handler(self.pods.on_pod)
+        caches.workers.add_handler(self.recount.on_pod)
+        caches.workers.add_handler(self.workloads.on_pod)
+        caches.workloads.add_handler(self.workloads.on_workload)
         caches.gpus.add_handler(self.gpu_nodes.on_gpu)
         caches.gpus.add_handler(self.gpu_status.on_gpu)
         caches.gpu_nodes.add_handler(self.gpu_nodes.on_gpu_node)
@@ -102,14 +113,16 @@ class ControllerReconcilers:
     def loops(self) -> list[ReconcileLoop[Any]]:
         """The reconcilers' work queues (the status writers work on timers)."""
         return [self.clusters.loop, self.gpu_nodes.loop, self.pools.loop, self.pods.loop,
-                self.taint.loop]  # fmt: skip
+                self.taint.loop, self.recount.loop, self.workloads.owners,
+                self.workloads.collection]  # fmt: skip
 
     def writers(self) -> list[tuple[str, FencedWriter]]:
         """Each reconciler's API writer, by loop name."""
         return [("clusters", self.clusters.writer), ("gpu-nodes", self.gpu_nodes.writer),
                 ("pools", self.pools.writer), ("pods", self.pods.writer),
                 ("gpu-status", self.gpu_status.writer), ("quota-status", self.quota_status.writer),
-                ("taint", self.taint.writer)]  # fmt: skip
+                ("taint", self.taint.writer), ("replica-recount", self.recount.writer),
+                ("workloads", self.workloads.writer)]  # fmt: skip
 
     def work(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         """The leader-only loops, by name."""
@@ -121,4 +134,6 @@ class ControllerReconcilers:
             ("gpu-status", self.gpu_status.run),
             ("quota-status", self.quota_status.run),
             ("taint", self.taint.run),
+            ("replica-recount", self.recount.run),
+            ("workloads", self.workloads.run),
         ]

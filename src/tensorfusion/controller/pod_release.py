@@ -23,8 +23,8 @@ from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.object_client import ObjectClient
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
-from tensorfusion.domain.admission.replica_gate import COUNTED_OWNER_KINDS
-from tensorfusion.domain.admission.workload_identity import controller_ref, owner_group
+from tensorfusion.controller.replica_recount import CounterSlot, counter_of
+from tensorfusion.domain.admission.replica_gate import decremented_count
 from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
 from tensorfusion.domain.allocator.recovery import worker_gpu_ids
 from tensorfusion.domain.annotations import KEYS, Keys
@@ -80,6 +80,7 @@ class PodReleaser:
         workers: int = 2,
         sweep_interval: float = SWEEP_INTERVAL_S,
         sleep: Sleep = asyncio.sleep,
+        recount: Callable[[CounterSlot], None] | None = None,
     ) -> None:
         self._pods = pods
         self._state = state
@@ -87,6 +88,7 @@ class PodReleaser:
         self._keys = keys
         self._sweep_interval = sweep_interval
         self._sleep = sleep
+        self._recount = recount
         self.writer = FencedWriter(client, fence, events=recorder)
         self.loop: ReconcileLoop[ObjectKey] = ReconcileLoop(
             "pod-release", self.reconcile, workers=workers
@@ -184,32 +186,26 @@ class PodReleaser:
 
     async def _uncount(self, pod: Obj) -> None:
         """One less on the enabled-replicas counter of the pod's owner (admission.md §8), once
-        per pod; the key goes at zero; an owner that is gone is done. Before the finalizer."""
+        per pod, before the finalizer goes; the key goes at zero; an owner that is gone is
+        done. A pod that had ended was already freed by the recount, which runs after."""
         uid = uid_of(pod)
-        counter = (metadata_of(pod).get("annotations") or {}).get(self._keys.pod_counter_key)
-        owner = controller_ref(pod)
-        if not counter or owner is None or uid in self._uncounted:
+        slot = counter_of(pod, self._keys)
+        if slot is None or uid in self._uncounted:
             return
-        kind = str(owner.get("kind") or "")
-        if (owner_group(owner), kind) not in COUNTED_OWNER_KINDS:
-            return
+        if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
 
-        def build(current: Obj) -> dict[str, Any] | None:
-            annotations = metadata_of(current).get("annotations") or {}
-            if counter not in annotations:
-                return None
-            try:
-                value = int(str(annotations[counter])) - 1
-            except ValueError:
-                value = 0
-            return {"metadata": {"annotations": {counter: str(value) if value > 0 else None}}}
+            def build(current: Obj) -> dict[str, Any] | None:
+                if slot.key not in (metadata_of(current).get("annotations") or {}):
+                    return None
+                return {"metadata": {"annotations": {
+                    slot.key: decremented_count(current, slot.key)}}}  # fmt: skip
 
-        namespace = str(metadata_of(pod).get("namespace") or "")
-        await self.writer.patch_fresh(kind, str(owner.get("name") or ""), build,
-                                      namespace=namespace)  # fmt: skip
+            await self.writer.patch_fresh(slot.kind, slot.name, build, namespace=slot.namespace)
         self._uncounted[uid] = None
         while len(self._uncounted) > _REMEMBERED_UIDS:
             self._uncounted.popitem(last=False)
+        if self._recount is not None:
+            self._recount(slot)
 
     async def reconcile(self, key: ObjectKey) -> float | None:
         """Record the release Event; release a deleting pod and remove its finalizer."""

@@ -1,6 +1,8 @@
-"""The enabled-replicas gate (admission.md §8): counter key, gate decision, counter arithmetic.
+"""The enabled-replicas gate (admission.md §8): counter key, gate decision, counter arithmetic,
+and the recount that heals the stored count from the live pods.
 
-The counting writes are the webhook's I/O; this module says what to write.
+The counting writes are the webhook's and the pod controller's I/O; this module says what to
+write.
 """
 
 from __future__ import annotations
@@ -24,11 +26,14 @@ __all__ = [
     "CounterIncrement",
     "GateDecision",
     "MissingFactError",
+    "Recount",
+    "RecountObservation",
     "counter_key",
     "decremented_count",
     "evaluate_gate",
     "incremented_count",
     "read_count",
+    "recount",
 ]
 
 # The owner kinds the chart grants get and patch on.
@@ -154,3 +159,43 @@ def evaluate_gate(
         observed=count,
     )
     return GateDecision(counter_key=key, increment=increment, warnings=warnings)
+
+
+@dataclass(frozen=True, slots=True)
+class RecountObservation:
+    """A recount that found more stored than live: the owner's resourceVersion then, and when."""
+
+    resource_version: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Recount:
+    """What a recount does: `write` the live count (0: delete the key) or nothing (None);
+    remember `observation` for the next recount; look again in `recheck_s` (None: no need)."""
+
+    write: int | None = None
+    observation: RecountObservation | None = None
+    recheck_s: float | None = None
+
+
+def recount(
+    *,
+    stored: int,
+    live: int,
+    resource_version: str,
+    seen: RecountObservation | None,
+    now: float,
+    settle_s: float,
+) -> Recount:
+    """The stored count against the live pods: raised at once; lowered only when the owner's
+    resourceVersion has not moved since a recount at least `settle_s` earlier (an admission in
+    flight has counted but its pod is not there yet)."""
+    if live >= stored:
+        return Recount(write=live if live > stored else None)
+    if seen is None or seen.resource_version != resource_version:
+        return Recount(observation=RecountObservation(resource_version, now), recheck_s=settle_s)
+    waited = now - seen.at
+    if waited >= settle_s:
+        return Recount(write=live)
+    return Recount(observation=seen, recheck_s=settle_s - waited)

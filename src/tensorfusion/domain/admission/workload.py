@@ -1,4 +1,5 @@
-"""The TensorFusionWorkload admission creates or patches (admission.md §12)."""
+"""The TensorFusionWorkload admission creates or patches (admission.md §12), and its life
+after: the pod that owns an ownerless pod's workload, the dynamic workloads to collect."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ __all__ = [
     "WORKLOAD_KIND",
     "WorkloadWrite",
     "build_workload",
+    "collectable",
+    "pod_as_owner",
     "workload_spec",
     "workload_spec_patch",
 ]
@@ -132,3 +135,19 @@ class WorkloadWrite:
     def spec_patch(self, existing: Mapping[str, Any]) -> dict[str, Any] | None:
         """Merge patch for an existing workload of this name; None when nothing differs."""
         return workload_spec_patch(existing, self.body)
+
+
+def pod_as_owner(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The ownerReference that makes `pod` the controller of its workload (§12: the workload
+    of a pod without a controller lives and dies with that pod)."""
+    metadata = pod.get("metadata") or {}
+    return {"apiVersion": "v1", "kind": "Pod", "name": metadata.get("name"),
+            "uid": metadata.get("uid"), "controller": True}  # fmt: skip
+
+
+def collectable(workload: Mapping[str, Any], pods: int, keys: Keys) -> bool:
+    """Whether the workload is collected once it has had no pods long enough: a dynamic one
+    (written by admission) without pods and not being deleted already."""
+    metadata = workload.get("metadata") or {}
+    dynamic = (metadata.get("annotations") or {}).get(keys.workload_mode) == WORKLOAD_MODE_DYNAMIC
+    return dynamic and pods == 0 and not metadata.get("deletionTimestamp")
