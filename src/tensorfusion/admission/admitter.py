@@ -1,7 +1,8 @@
 """One pod CREATE admitted for good (admission.md §4 steps 16-17, §8, §12).
 
-`ClusterAdmitter.admit` gathers the facts, runs the pure pipeline and, unless it is a dry run,
-performs its writes in order: (a) the enabled-replicas counter on the pod's controller owner,
+`ClusterAdmitter.admit` gathers the facts, runs the pure pipeline, takes the pod's index only
+for a pod that passed it (a denial spends none) and, unless it is a dry run, performs its
+writes in order: (a) the enabled-replicas counter on the pod's controller owner,
 raised by one with the owner's resourceVersion as the precondition; (b) the
 TensorFusionWorkload, created or merge-patched (no API call when the replica's cache holds it
 as wanted, the typical pod). A conflict in (a) means another admission
@@ -22,10 +23,17 @@ from lightkube import AsyncClient
 
 from tensorfusion.adapters.kube.client import FIELD_MANAGER, raw_http
 from tensorfusion.admission.cluster_sources import owner_path
-from tensorfusion.admission.facts_gathering import AdmissionSettings, AdmissionSources, gather_facts
+from tensorfusion.admission.facts_gathering import (
+    AdmissionSettings,
+    AdmissionSources,
+    PodIndex,
+    deadline_of,
+    gather_facts,
+    take_pod_index,
+)
 from tensorfusion.admission.webhook_app import TransientAdmissionError
 from tensorfusion.domain.admission.decision import AdmissionDecision
-from tensorfusion.domain.admission.pipeline import admit
+from tensorfusion.domain.admission.pipeline import PendingMutation, decide
 from tensorfusion.domain.admission.replica_gate import CounterIncrement
 from tensorfusion.domain.admission.review import AdmissionRequest
 from tensorfusion.domain.admission.workload import WorkloadWrite
@@ -64,11 +72,20 @@ class ClusterAdmitter:
         self._workloads = workloads
 
     async def admit(self, request: AdmissionRequest) -> AdmissionDecision:
-        """Facts, pipeline, writes; TransientAdmissionError for what should be retried."""
+        """Facts, pipeline, index, writes; TransientAdmissionError for what should be retried."""
+        deadline = deadline_of(self.settings)
+        index: PodIndex | None = None
         for attempt in range(COUNTER_ATTEMPTS):
-            facts = await gather_facts(request, self._sources, self.settings)
-            decision = admit(request.object, facts)
-            if not decision.allowed or request.dry_run:
+            facts = await gather_facts(request, self._sources, self.settings, deadline=deadline)
+            verdict = decide(request.object, facts)
+            if not isinstance(verdict, PendingMutation):
+                return verdict
+            if index is None:  # taken once, kept through counter conflicts
+                index = await take_pod_index(
+                    self._sources, self.settings, preview=request.dry_run, deadline=deadline
+                )
+            decision = verdict.complete(index.value, (index.warning,) if index.warning else ())
+            if request.dry_run:
                 return decision
             increment = decision.counter_increment
             if increment is not None:

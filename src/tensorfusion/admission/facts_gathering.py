@@ -2,10 +2,11 @@
 
 `gather_facts` asks `facts_needed` what the pipeline will read for this pod and fetches only
 that from `AdmissionSources`: pools, the profile, the namespace's quota, GPUs and namespace
-labels from the informer caches (no API call), the pod's controller owners through the API, and
-the pod index (the leader's cyclic counter, previewed on a dry run). All of it shares one
-deadline (8 s by default); running out, or any source failing, is a
-`TransientAdmissionError` naming the step, which the webhook answers with 503.
+labels from the informer caches (no API call) and the pod's controller owners through the API.
+`take_pod_index` takes the pod index (the leader's cyclic counter, previewed on a dry run) once
+the pipeline has passed the pod. One request shares one deadline (8 s by default); running
+out, or any source failing, is a `TransientAdmissionError` naming the step, which the webhook
+answers with 503.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from tensorfusion.domain.admission.workload_identity import owner_key
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES
 
-__all__ = ["DEADLINE_S", "AdmissionSettings", "AdmissionSources", "PodIndex", "gather_facts"]
+__all__ = [
+    "DEADLINE_S",
+    "AdmissionSettings",
+    "AdmissionSources",
+    "PodIndex",
+    "gather_facts",
+    "take_pod_index",
+]
 
 DEADLINE_S: Final = 8.0
 
@@ -72,10 +80,39 @@ class AdmissionSettings:
     keys: Keys = KEYS
 
 
+def deadline_of(settings: AdmissionSettings) -> float:
+    """The event-loop time by which one request must have what it reads."""
+    return asyncio.get_running_loop().time() + settings.deadline_s
+
+
+async def take_pod_index(
+    sources: AdmissionSources, settings: AdmissionSettings, *, preview: bool, deadline: float
+) -> PodIndex:
+    """The pod's index (not advancing the counter when `preview`), by `deadline`."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await sources.pod_index(preview=preview)
+    except TimeoutError:
+        raise TransientAdmissionError("taking a pod index", _late(settings)) from None
+    except TransientAdmissionError:
+        raise
+    except Exception as error:
+        raise TransientAdmissionError("taking a pod index", error) from None
+
+
+def _late(settings: AdmissionSettings) -> str:
+    return f"no answer within the {settings.deadline_s:.0f} s admission deadline"
+
+
 async def gather_facts(
-    request: AdmissionRequest, sources: AdmissionSources, settings: AdmissionSettings
+    request: AdmissionRequest,
+    sources: AdmissionSources,
+    settings: AdmissionSettings,
+    *,
+    deadline: float | None = None,
 ) -> AdmissionFacts:
-    """The facts of one pod CREATE; TransientAdmissionError when a source fails or is late."""
+    """The facts of one pod CREATE but its index (`pod_index` 0 until `take_pod_index`);
+    TransientAdmissionError when a source fails or is late."""
     pod = request.object
     namespace = request.namespace or str((pod.get("metadata") or {}).get("namespace") or "")
     needs = facts_needed(pod, native_resources=settings.native_resources,
@@ -89,19 +126,15 @@ async def gather_facts(
     }
     step = "reading the namespace"
     try:
-        async with asyncio.timeout(settings.deadline_s):
+        async with asyncio.timeout_at(deadline if deadline is not None else deadline_of(settings)):
             labels = sources.namespace_labels(namespace) if needs.namespace_labels else None
             if not needs.tf_candidate:
                 return load_facts(namespace=namespace, pod_index=0, namespace_labels=labels,
                                   **common)  # fmt: skip
             step = "reading the pod's owners"
             owners = {owner_key(ref): await sources.owner(namespace, ref) for ref in needs.owners}
-            step = "taking a pod index"
-            index = await sources.pod_index(preview=request.dry_run)
     except TimeoutError:
-        raise TransientAdmissionError(
-            step, f"no answer within the {settings.deadline_s:.0f} s admission deadline"
-        ) from None
+        raise TransientAdmissionError(step, _late(settings)) from None
     except TransientAdmissionError:
         raise
     except Exception as error:
@@ -114,13 +147,12 @@ async def gather_facts(
     }
     return load_facts(
         namespace=namespace,
-        pod_index=index.value,
+        pod_index=0,
         pools=pools,
         profile=sources.profile(namespace, needs.profile) if needs.profile else None,
         quota=sources.quota(namespace) if needs.quota else None,
         gpus=sources.gpus() if needs.gpus else (),
         owners=owners,
         namespace_labels=labels,
-        warnings=(index.warning,) if index.warning else (),
         **common,
     )

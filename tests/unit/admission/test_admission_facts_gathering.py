@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -14,6 +14,7 @@ from tensorfusion.admission.facts_gathering import (
     AdmissionSettings,
     PodIndex,
     gather_facts,
+    take_pod_index,
 )
 from tensorfusion.admission.webhook_app import TransientAdmissionError
 from tensorfusion.domain.admission.pipeline import admit
@@ -29,6 +30,7 @@ class Sources:
     owner_delay: float = 0.0
     owners: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     index: PodIndex = field(default_factory=lambda: PodIndex(7))
+    index_delay: float = 0.0
 
     def pools(self) -> Sequence[Mapping[str, Any]]:
         self.calls.append("pools")
@@ -59,6 +61,7 @@ class Sources:
 
     async def pod_index(self, *, preview: bool) -> PodIndex:
         self.calls.append(f"index preview={preview}")
+        await asyncio.sleep(self.index_delay)
         return self.index
 
 
@@ -71,15 +74,18 @@ REPLICA_SET = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f"
                "controller": True}  # fmt: skip
 
 
-async def test_a_tf_pod_gets_its_pools_quota_owner_and_index() -> None:
+async def test_a_tf_pod_gets_its_pools_quota_and_owner_then_its_index() -> None:
     sources = Sources(owners={"web-5d8f": {"metadata": {"name": "web-5d8f", "uid": "rs"}}})
     pod = make_pod(resources_ok(), owner=REPLICA_SET)
     facts = await gather_facts(request(pod), sources, AdmissionSettings())
-    assert sources.calls == ["owner web-5d8f", "index preview=False", "pools", "quota"]
-    assert facts.pod_index == 7 and set(facts.pools) == {"tensor-fusion-shared", "other"}
+    assert sources.calls == ["owner web-5d8f", "pools", "quota"], "no index before the pipeline"
+    assert set(facts.pools) == {"tensor-fusion-shared", "other"}
     assert facts.owners == {("apps/v1", "ReplicaSet", "web-5d8f"):
                             {"metadata": {"name": "web-5d8f", "uid": "rs"}}}  # fmt: skip
-    decision = admit(pod, facts)
+    index = await take_pod_index(sources, AdmissionSettings(), preview=False,
+                                 deadline=asyncio.get_running_loop().time() + 1)  # fmt: skip
+    assert index.value == 7 and sources.calls[-1] == "index preview=False"
+    decision = admit(pod, replace(facts, pod_index=index.value))
     assert decision.allowed and decision.mutated_pod is not None
 
 
@@ -96,12 +102,13 @@ async def test_a_pod_not_asking_for_tensor_fusion_costs_no_fetch() -> None:
     assert sources.calls == [] and facts.pod_index == 0
 
 
-async def test_a_dry_run_previews_the_index_and_a_fallback_warns() -> None:
-    sources = Sources(index=PodIndex(42, "pod index: the leader did not answer; random 42"))
-    facts = await gather_facts(request(make_pod(resources_ok()), dry_run=True), sources,
-                               AdmissionSettings())  # fmt: skip
-    assert "index preview=True" in sources.calls
-    assert facts.dry_run and "random 42" in facts.warnings[-1]
+async def test_a_late_index_is_transient_and_names_the_step() -> None:
+    sources = Sources(index_delay=1.0)
+    with pytest.raises(TransientAdmissionError) as raised:
+        await take_pod_index(sources, AdmissionSettings(deadline_s=0.05), preview=True,
+                             deadline=asyncio.get_running_loop().time() + 0.05)  # fmt: skip
+    assert raised.value.operation == "taking a pod index"
+    assert "admission deadline" in str(raised.value)
 
 
 async def test_a_failing_owner_read_is_transient_and_names_the_step() -> None:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeVar
 
-from tensorfusion.domain.admission.auto_migration import read_auto_migration
+from tensorfusion.domain.admission.auto_migration import AutoMigrationConfig, read_auto_migration
 from tensorfusion.domain.admission.facts import AdmissionFacts, InvalidObject
 from tensorfusion.domain.annotation_errors import Problem, invalid_value, problem
 from tensorfusion.domain.annotations import KEYS
@@ -171,7 +171,8 @@ def load_facts(
     auto_migration: Any = None,
     **other: Any,
 ) -> AdmissionFacts:
-    """`AdmissionFacts` from raw objects (pools keyed by name) and the raw `autoMigration`.
+    """`AdmissionFacts` from raw objects (pools keyed by name) and `autoMigration` (raw, or
+    already read by `read_auto_migration`).
 
     `other` are the remaining `AdmissionFacts` fields, passed as they are. An object that does
     not load goes to `invalid_objects` (never raises): a referenced profile or the chosen pool
@@ -205,7 +206,11 @@ def load_facts(
         profile=typed_profile if isinstance(typed_profile, WorkloadProfile) else None,
         quota=typed_quota if isinstance(typed_quota, GPUResourceQuota) else None,
         gpus=tuple(typed_gpus),
-        auto_migration=read_auto_migration(auto_migration),
+        auto_migration=(
+            auto_migration
+            if isinstance(auto_migration, AutoMigrationConfig)
+            else read_auto_migration(auto_migration)
+        ),
         invalid_objects=tuple(invalid),
         **other,
     )

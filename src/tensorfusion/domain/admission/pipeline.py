@@ -1,12 +1,16 @@
-"""The admission pipeline (admission.md §3-§12) as one pure function: `admit(pod, facts)`.
+"""The admission pipeline (admission.md §3-§12) as pure functions: `admit(pod, facts)`.
 
-Gather, then decide: the webhook shell fetches what `facts_needed` lists, calls `admit`, then
-performs the decision's writes (skipped on a dry run) and answers with its patch.
+Gather, then decide: the webhook shell fetches what `facts_needed` lists, calls `decide`; a
+`PendingMutation` (every check passed) becomes the decision once the shell took the pod's index
+(§4 step 15: so a denied or untouched pod never spends one); then it performs the decision's
+writes (skipped on a dry run) and answers with its patch. `admit` does both with the index the
+facts carry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tensorfusion.domain.admission.classification import Route, classify, with_progressive_scheduler
@@ -26,7 +30,7 @@ from tensorfusion.domain.admission.pool_resolution import resolve_pool
 from tensorfusion.domain.admission.profile import ProfileSpec, read_profile
 from tensorfusion.domain.admission.qos import derive_qos
 from tensorfusion.domain.admission.quota_single import read_single_quota
-from tensorfusion.domain.admission.replica_gate import evaluate_gate
+from tensorfusion.domain.admission.replica_gate import CounterIncrement, evaluate_gate
 from tensorfusion.domain.admission.resolved import ResolvedWorkload
 from tensorfusion.domain.admission.resources import fill_defaults, resolve_count, resolve_resources
 from tensorfusion.domain.admission.semantic_checks import semantic_problems
@@ -34,6 +38,7 @@ from tensorfusion.domain.admission.validation import validate_annotations
 from tensorfusion.domain.admission.workload import WorkloadWrite, build_workload
 from tensorfusion.domain.admission.workload_identity import resolve_workload_identity
 from tensorfusion.domain.annotation_errors import AnnotationError, Problem, problem
+from tensorfusion.domain.annotations import Keys
 from tensorfusion.domain.json_patch import json_copy, json_patch_diff
 from tensorfusion.domain.native_resources import (
     inspect_native_gpus,
@@ -41,11 +46,56 @@ from tensorfusion.domain.native_resources import (
 )
 from tensorfusion.domain.vocabulary import IsolationMode
 
-__all__ = ["admit"]
+__all__ = ["PendingMutation", "admit", "decide"]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMutation:
+    """A pod that passed every check (§4 step 15): `complete(index)` makes it a TF pod."""
+
+    pod: Mapping[str, Any]
+    resolved: ResolvedWorkload
+    warnings: tuple[str, ...]
+    counter_increment: CounterIncrement | None
+    native_resources: Mapping[str, str]
+    keys: Keys
+    dry_run: bool
+
+    def complete(self, pod_index: int, warnings: Sequence[str] = ()) -> AdmissionDecision:
+        """The mutated pod with index `pod_index`, its patch, and the workload to write."""
+        keys = self.keys
+        mutated = build_worker_pod(self.pod, self.resolved, pod_index=pod_index,
+                                   native_resources=self.native_resources, keys=keys)  # fmt: skip
+        container_gpu_count = mutated["metadata"]["annotations"].get(keys.container_gpu_count)
+        resolved = self.resolved
+        workload = WorkloadWrite(
+            name=resolved.name,
+            namespace=resolved.namespace,
+            body=build_workload(resolved, keys, container_gpu_count),
+        )
+        return AdmissionDecision(
+            allowed=True,
+            outcome=Outcome.MUTATED,
+            patch=tuple(json_patch_diff(self.pod, mutated)),
+            warnings=(*self.warnings, *warnings),
+            mutated_pod=mutated,
+            workload=workload,
+            counter_increment=self.counter_increment,
+            dry_run=self.dry_run,
+        )
 
 
 def admit(pod: Mapping[str, Any], facts: AdmissionFacts) -> AdmissionDecision:
-    """Classify the pod and run the TF pipeline; never performs I/O, never mutates `pod`."""
+    """Classify the pod and run the TF pipeline with the index of `facts`; never performs I/O,
+    never mutates `pod`."""
+    verdict = decide(pod, facts)
+    if isinstance(verdict, PendingMutation):
+        return verdict.complete(facts.pod_index)
+    return verdict
+
+
+def decide(pod: Mapping[str, Any], facts: AdmissionFacts) -> AdmissionDecision | PendingMutation:
+    """Classify the pod and run the TF pipeline up to its index (`facts.pod_index` unread)."""
     keys = facts.keys
     namespace = str((pod.get("metadata") or {}).get("namespace") or facts.namespace)
     classification = classify(
@@ -135,7 +185,7 @@ def _tf_pipeline(
     migrated: bool,
     has_native: bool,
     warnings: list[str],
-) -> AdmissionDecision:
+) -> AdmissionDecision | PendingMutation:
     keys = facts.keys
     names = container_names(pod)
     if not names:
@@ -278,26 +328,12 @@ def _tf_pipeline(
         auto_migrated=migrated,
         disable_features=parsed.raw.get(keys.disable_features) or labels.get(keys.disable_features),
     )
-    mutated = build_worker_pod(
-        pod,
-        resolved,
-        pod_index=facts.pod_index,
+    return PendingMutation(
+        pod=pod,
+        resolved=resolved,
+        warnings=tuple(warnings),
+        counter_increment=gate.increment,
         native_resources=facts.native_resources,
         keys=keys,
-    )
-    container_gpu_count = mutated["metadata"]["annotations"].get(keys.container_gpu_count)
-    workload = WorkloadWrite(
-        name=resolved.name,
-        namespace=namespace,
-        body=build_workload(resolved, keys, container_gpu_count),
-    )
-    return AdmissionDecision(
-        allowed=True,
-        outcome=Outcome.MUTATED,
-        patch=tuple(json_patch_diff(pod, mutated)),
-        warnings=tuple(warnings),
-        mutated_pod=mutated,
-        workload=workload,
-        counter_increment=gate.increment,
         dry_run=facts.dry_run,
     )

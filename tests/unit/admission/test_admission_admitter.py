@@ -1,6 +1,7 @@
 """The typical pod makes no API call: its TensorFusionWorkload, found in the replica's cache as
 the admission would write it, is not read nor written again; a cached workload that differs
-goes to the API server (here unreachable, so the admission is a 503)."""
+goes to the API server (here unreachable, so the admission is a 503). The pod index is taken
+only for a pod that passed the pipeline, previewed on a dry run."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .admission_builders import make_pod, make_pool, resources_ok
 from .test_admission_cluster_sources import Cache
 
 
-def admitter(workloads: Cache) -> ClusterAdmitter:
+def admitter(workloads: Cache, taken: list[bool] | None = None) -> ClusterAdmitter:
     config = KubeConfig.from_dict({
         "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
@@ -33,9 +34,14 @@ def admitter(workloads: Cache) -> ClusterAdmitter:
     async def no_leader() -> str | None:
         return None
 
+    def take(preview: bool) -> int:
+        if taken is not None:
+            taken.append(preview)
+        return 7
+
     sources = ClusterAdmissionSources(
         client=unreachable, pools=Cache(make_pool()), profiles=Cache(), quotas=Cache(),
-        gpus=Cache(), namespaces=Cache(), is_leader=lambda: True, take_index=lambda _: 7,
+        gpus=Cache(), namespaces=Cache(), is_leader=lambda: True, take_index=take,
         leader_address=no_leader, token=lambda: "", rng=random.Random(1),
     )  # fmt: skip
     return ClusterAdmitter(unreachable, sources, AdmissionSettings(), workloads=workloads)
@@ -65,3 +71,14 @@ async def test_a_cached_workload_that_differs_is_written_through_the_api() -> No
     workload["spec"] = {**workload["spec"], "qos": "critical"}
     with pytest.raises(TransientAdmissionError, match="writing the TensorFusionWorkload"):
         await admitter(Cache(workload)).admit(request())
+
+
+async def test_a_denied_pod_takes_no_index_and_a_dry_run_only_previews() -> None:
+    taken: list[bool] = []
+    bad = make_pod(resources_ok(**{"gpu-count": "0"}), name="web-2", namespace="team")
+    denied = await admitter(Cache(), taken).admit(
+        AdmissionRequest("uid-2", "CREATE", "team", "web-2", bad))  # fmt: skip
+    assert not denied.allowed and taken == []
+    dry = AdmissionRequest("uid-3", "CREATE", "team", "web-1", request().object, dry_run=True)
+    assert (await admitter(Cache(), taken).admit(dry)).allowed
+    assert taken == [True]
