@@ -12,6 +12,8 @@ controller's ServiceAccount token, and when the leader does not answer within 2 
 from __future__ import annotations
 
 import random
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
@@ -27,6 +29,9 @@ from tensorfusion.domain.annotations import INDEX_MAX, INDEX_MIN
 __all__ = ["LEADER_INDEX_TIMEOUT_S", "ClusterAdmissionSources", "ObjectCache", "owner_path"]
 
 LEADER_INDEX_TIMEOUT_S: Final = 2.0
+OWNER_CACHE_S: Final = 30.0
+"""How long an owner read for the workload's identity only answers later admissions."""
+_OWNER_CACHE_SIZE: Final = 4096
 _PLURALS: Final = {
     ("apps", "ReplicaSet"): "replicasets",
     ("apps", "StatefulSet"): "statefulsets",
@@ -74,8 +79,13 @@ class ClusterAdmissionSources:
         leader_address: Callable[[], Awaitable[str | None]],
         token: Callable[[], str],
         rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
+        self._clock = clock
+        self._owner_reads: OrderedDict[tuple[str, ...], tuple[float, Mapping[str, Any]]] = (
+            OrderedDict()
+        )
         self._pools, self._profiles, self._quotas = pools, profiles, quotas
         self._gpus, self._namespaces = gpus, namespaces
         self._is_leader = is_leader
@@ -109,17 +119,31 @@ class ClusterAdmissionSources:
         labels: Mapping[str, str] = (found.get("metadata") or {}).get("labels") or {}
         return labels
 
-    async def owner(self, namespace: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    async def owner(
+        self, namespace: str, ref: Mapping[str, Any], *, fresh: bool = True
+    ) -> Mapping[str, Any] | None:
         """The owner object through the API; None when it does not exist (or is of a kind
-        admission does not read)."""
+        admission does not read). Unless `fresh`, a read of the same owner (same UID) in the
+        last `OWNER_CACHE_S` answers: the sibling pods of a ReplicaSet cost one read."""
         path = owner_path(namespace, ref)
         if path is None:
             return None
+        key = (path, str(ref.get("uid") or ""))
+        now = self._clock()
+        if not fresh:
+            cached = self._owner_reads.get(key)
+            if cached is not None and now - cached[0] < OWNER_CACHE_S:
+                return cached[1]
         response = await raw_http(self._client).get(path)
         if response.status_code == 404:
+            self._owner_reads.pop(key, None)
             return None
         response.raise_for_status()
         found: dict[str, Any] = orjson.loads(response.content)
+        self._owner_reads[key] = (now, found)
+        self._owner_reads.move_to_end(key)
+        while len(self._owner_reads) > _OWNER_CACHE_SIZE:
+            self._owner_reads.popitem(last=False)
         return found
 
     async def pod_index(self, *, preview: bool) -> PodIndex:
@@ -130,8 +154,8 @@ class ClusterAdmissionSources:
             return PodIndex(await self._ask_leader(preview))
         except Exception as error:
             value = self._rng.randint(INDEX_MIN, INDEX_MAX)
-            return PodIndex(value, f"pod index: the leader did not answer ({error}); "
-                                   f"random index {value} used")  # fmt: skip
+            return PodIndex(value, f"random index {value} used: the leader did not answer "
+                                   f"the pod index request ({error})")  # fmt: skip
 
     async def _ask_leader(self, preview: bool) -> int:
         address = await self._leader_address()

@@ -58,8 +58,11 @@ class AdmissionSources(Protocol):
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None: ...
 
-    async def owner(self, namespace: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """The owner object (None when it no longer exists)."""
+    async def owner(
+        self, namespace: str, ref: Mapping[str, Any], *, fresh: bool = True
+    ) -> Mapping[str, Any] | None:
+        """The owner object (None when it no longer exists); read now when `fresh`, else a
+        recent read may answer."""
         ...
 
     async def pod_index(self, *, preview: bool) -> PodIndex:
@@ -132,7 +135,10 @@ async def gather_facts(
                 return load_facts(namespace=namespace, pod_index=0, namespace_labels=labels,
                                   **common)  # fmt: skip
             step = "reading the pod's owners"
-            owners = {owner_key(ref): await sources.owner(namespace, ref) for ref in needs.owners}
+            owners = {
+                owner_key(ref): await sources.owner(namespace, ref, fresh=needs.fresh_owners)
+                for ref in needs.owners
+            }
     except TimeoutError:
         raise TransientAdmissionError(step, _late(settings)) from None
     except TransientAdmissionError:

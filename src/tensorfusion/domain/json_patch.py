@@ -26,6 +26,13 @@ def pointer(*tokens: str | int) -> str:
 
 def json_copy(value: Any) -> Any:
     """Deep copy of a JSON tree (dicts, lists, scalars)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or kind is float or value is None:
+        return value
+    if kind is dict:
+        return {key: json_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [json_copy(item) for item in value]
     if isinstance(value, Mapping):
         return {key: json_copy(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -33,7 +40,14 @@ def json_copy(value: Any) -> Any:
     return value
 
 
+_KINDS: dict[type, str] = {dict: "object", list: "array", tuple: "array", bool: "bool",
+                           int: "int", float: "float", str: "str"}  # fmt: skip
+
+
 def _kind(value: Any) -> str:
+    known = _KINDS.get(type(value))
+    if known is not None:
+        return known
     if isinstance(value, Mapping):
         return "object"
     if isinstance(value, list | tuple):
@@ -67,14 +81,16 @@ def json_patch_diff(old: Any, new: Any) -> list[dict[str, Any]]:
 
 
 def _diff(old: Any, new: Any, path: str, ops: list[dict[str, Any]]) -> None:
-    if json_equal(old, new):
+    # Each node is visited once: containers are walked (an equal one yields no operation),
+    # scalars compared with their JSON type.
+    if old is new:
         return
-    kind = _kind(old)
-    if kind == "object" and _kind(new) == "object":
+    kind, new_kind = _kind(old), _kind(new)
+    if kind == "object" and new_kind == "object":
         _diff_objects(old, new, path, ops)
-    elif kind == "array" and _kind(new) == "array":
+    elif kind == "array" and new_kind == "array":
         _diff_arrays(old, new, path, ops)
-    else:
+    elif kind != new_kind or old != new:
         ops.append({"op": "replace", "path": path, "value": json_copy(new)})
 
 
@@ -85,11 +101,14 @@ def _diff_objects(
         if key not in new:
             ops.append({"op": "remove", "path": f"{path}/{escape_pointer_token(key)}"})
     for key, value in new.items():
-        child = f"{path}/{escape_pointer_token(key)}"
         if key in old:
-            _diff(old[key], value, child, ops)
+            before = old[key]
+            if before is value or (type(before) is type(value) is str and before == value):
+                continue  # the common case of a pod's unchanged strings, without a path
+            _diff(before, value, f"{path}/{escape_pointer_token(key)}", ops)
         else:
-            ops.append({"op": "add", "path": child, "value": json_copy(value)})
+            ops.append({"op": "add", "path": f"{path}/{escape_pointer_token(key)}",
+                        "value": json_copy(value)})  # fmt: skip
 
 
 def _diff_arrays(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
@@ -11,8 +12,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from lightkube import AsyncClient
+from lightkube.config.kubeconfig import KubeConfig
 
-from tensorfusion.admission.cluster_sources import ClusterAdmissionSources, owner_path
+from tensorfusion.admission.cluster_sources import (
+    OWNER_CACHE_S,
+    ClusterAdmissionSources,
+    owner_path,
+)
 
 
 class Cache:
@@ -112,3 +118,42 @@ async def test_a_silent_leader_means_a_random_index_with_a_warning() -> None:
     assert index.warning is not None and f"random index {index.value} used" in index.warning
     none = await sources(address=None).pod_index(preview=False)
     assert none.warning is not None and "no leader known" in none.warning
+
+
+async def test_an_identity_read_of_an_owner_is_reused_briefly_and_a_count_read_never() -> None:
+    reads: list[str] = []
+
+    async def replica_set(request: web.Request) -> web.Response:
+        reads.append(request.path)
+        return web.json_response({"metadata": {"name": "web-rs", "uid": "rs"}})
+
+    app = web.Application()
+    app.router.add_get("/apis/apps/v1/namespaces/team/replicasets/web-rs", replica_set)
+    server = TestServer(app)
+    await server.start_server()
+    config = KubeConfig.from_dict({
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    })  # fmt: skip
+    now = [0.0]
+    found = ClusterAdmissionSources(
+        client=AsyncClient(config=config), pools=Cache(), profiles=Cache(), quotas=Cache(),
+        gpus=Cache(), namespaces=Cache(), is_leader=lambda: True, take_index=lambda _: 1,
+        leader_address=lambda: asyncio.sleep(0, None), token=lambda: "", clock=lambda: now[0],
+    )  # fmt: skip
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "rs"}
+    try:
+        for _ in range(3):
+            assert (await found.owner("team", ref, fresh=False) or {})["metadata"]["uid"] == "rs"
+        assert len(reads) == 1
+        await found.owner("team", ref)
+        assert len(reads) == 2, "a count is always read fresh"
+        now[0] += OWNER_CACHE_S
+        await found.owner("team", ref, fresh=False)
+        assert len(reads) == 3, "an old read is not reused"
+        await found.owner("team", {**ref, "uid": "another"}, fresh=False)
+        assert len(reads) == 4, "a recreated owner is another owner"
+    finally:
+        await server.close()

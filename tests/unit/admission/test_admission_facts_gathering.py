@@ -17,6 +17,7 @@ from tensorfusion.admission.facts_gathering import (
     take_pod_index,
 )
 from tensorfusion.admission.webhook_app import TransientAdmissionError
+from tensorfusion.domain.admission.facts import facts_needed
 from tensorfusion.domain.admission.pipeline import admit
 from tensorfusion.domain.admission.review import AdmissionRequest
 
@@ -52,7 +53,9 @@ class Sources:
         self.calls.append("namespace")
         return {}
 
-    async def owner(self, namespace: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    async def owner(
+        self, namespace: str, ref: Mapping[str, Any], *, fresh: bool = True
+    ) -> Mapping[str, Any] | None:
         self.calls.append(f"owner {ref['name']}")
         await asyncio.sleep(self.owner_delay)
         if self.owner_error is not None:
@@ -126,3 +129,10 @@ async def test_the_deadline_covers_every_call() -> None:
                            AdmissionSettings(deadline_s=0.05))  # fmt: skip
     assert raised.value.operation == "reading the pod's owners"
     assert "admission deadline" in str(raised.value)
+
+
+def test_owners_are_read_fresh_only_for_a_count() -> None:
+    plain = facts_needed(make_pod(resources_ok(), owner=REPLICA_SET))
+    assert plain.owners and not plain.fresh_owners
+    counted = facts_needed(make_pod(resources_ok(**{"enabled-replicas": "2"}), owner=REPLICA_SET))
+    assert counted.owners and counted.fresh_owners

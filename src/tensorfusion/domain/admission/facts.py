@@ -111,6 +111,8 @@ class FactNeeds:
     - `profile`: WorkloadProfile name in the pod namespace.
     - `pool_names`: the pools to GET; None = list every pool (default-pool lookup).
     - `owners`: ownerRefs to GET (pod namespace), to fill `AdmissionFacts.owners`.
+    - `fresh_owners`: the owners must be read now (their enabled-replicas count); else they
+      are read for the workload's identity only, which a short-lived cache may answer.
     - `quota`, `gpus`, `namespace_labels`, `pod_index`: whether those facts are needed.
     """
 
@@ -118,6 +120,7 @@ class FactNeeds:
     profile: str | None = None
     pool_names: tuple[str, ...] | None = ()
     owners: tuple[Mapping[str, Any], ...] = ()
+    fresh_owners: bool = False
     quota: bool = False
     gpus: bool = False
     namespace_labels: bool = False
@@ -161,6 +164,7 @@ def facts_needed(
         profile=annotations.get(keys.workload_profile) or None,
         pool_names=(pool,) if pool else None,
         owners=owners,
+        fresh_owners=keys.enabled_replicas in annotations,
         quota=True,
         gpus=annotations.get(keys.dedicated_gpu) == "true",
         namespace_labels=namespace_labels,

@@ -12,10 +12,11 @@ the warnings. `unavailable_answer` is the 503 of a transient failure
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+
+import orjson
 
 from tensorfusion.domain.admission.decision import AdmissionDecision
 
@@ -32,8 +33,9 @@ __all__ = [
 API_VERSION: Final = "admission.k8s.io/v1"
 _KIND: Final = "AdmissionReview"
 _REASONS: Final = {400: "BadRequest", 403: "Forbidden", 409: "Conflict", 503: "ServiceUnavailable"}
-MAX_WARNING_LENGTH: Final = 120
-"""The API server drops longer warnings (and non-printable ones) with its own note."""
+MAX_WARNING_LENGTH: Final = 256
+"""The API server cuts each warning to 256 characters once a response's warnings pass 4 KiB;
+a longer one is cut here, keeping its start (where our warnings say what happened)."""
 
 
 class ReviewError(ValueError):
@@ -117,7 +119,7 @@ def review_answer(uid: str, decision: AdmissionDecision) -> dict[str, Any]:
     """The AdmissionReview response of a decision."""
     response: dict[str, Any] = {"uid": uid, "allowed": decision.allowed}
     if decision.allowed and decision.patch:
-        patch = json.dumps(list(decision.patch), separators=(",", ":")).encode()
+        patch = orjson.dumps(list(decision.patch))
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(patch).decode()
     if not decision.allowed:

@@ -1,0 +1,88 @@
+"""A round-robin TCP proxy for the cluster tier: raw bytes relayed, TLS passed through untouched.
+
+A MutatingWebhookConfiguration names one URL; to have the API server call several controller
+replicas, register the proxy's address and let it hand each new connection to the next replica.
+It counts the connections each upstream received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Sequence
+
+_CHUNK = 65536
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copies until EOF or an error on either side, then closes ``writer``."""
+    try:
+        while data := await reader.read(_CHUNK):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+
+class RoundRobinProxy:
+    """Listens on one address; each accepted connection goes to the next upstream in turn."""
+
+    def __init__(self, upstreams: Sequence[tuple[str, int]]) -> None:
+        self.upstreams = list(upstreams)
+        self.connections = [0] * len(self.upstreams)
+        self._turn = itertools.cycle(range(len(self.upstreams)))
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    async def start(self, host: str, port: int) -> None:
+        self._server = await asyncio.start_server(self._handle, host, port)
+
+    async def _handle(self, client_reader: asyncio.StreamReader,
+                      client_writer: asyncio.StreamWriter) -> None:  # fmt: skip
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            index = next(self._turn)
+            try:
+                upstream_reader, upstream_writer = await asyncio.open_connection(
+                    *self.upstreams[index]
+                )
+            except OSError:
+                client_writer.close()
+                return
+            self.connections[index] += 1
+            await asyncio.gather(
+                _pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer)
+            )
+        finally:
+            client_writer.close()
+            self._handlers.discard(task)
+
+    async def close(self) -> None:
+        """Stops listening and drops the connections still open (the API server keeps some)."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        for task in list(self._handlers):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def round_robin_proxy(
+    host: str, port: int, upstreams: Sequence[tuple[str, int]]
+) -> AsyncIterator[RoundRobinProxy]:
+    """A started ``RoundRobinProxy`` on ``host:port``, closed afterwards."""
+    proxy = RoundRobinProxy(upstreams)
+    await proxy.start(host, port)
+    try:
+        yield proxy
+    finally:
+        await proxy.close()
