@@ -19,10 +19,11 @@ from typing import Any, Final, Protocol
 from tensorfusion.admission.webhook_app import TransientAdmissionError
 from tensorfusion.domain.admission.auto_migration import AutoMigrationConfig
 from tensorfusion.domain.admission.facts import AUTO_MIGRATION_OFF, AdmissionFacts, facts_needed
-from tensorfusion.domain.admission.facts_loading import load_facts
+from tensorfusion.domain.admission.facts_loading import load_facts, read_object
 from tensorfusion.domain.admission.review import AdmissionRequest
 from tensorfusion.domain.admission.workload_identity import owner_key
 from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.model import GPUPool
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES
 
 __all__ = [
@@ -81,6 +82,34 @@ class AdmissionSettings:
     progressive_migration: bool = False
     deadline_s: float = DEADLINE_S
     keys: Keys = KEYS
+
+
+class _ReadPools:
+    """GPUPools read once per resourceVersion (a pool changes rarely, pods arrive often)."""
+
+    def __init__(self) -> None:
+        self._read: dict[str, tuple[str, GPUPool]] = {}
+
+    def read(self, raw: Mapping[str, Any]) -> Mapping[str, Any] | GPUPool:
+        """The pool read, or `raw` itself when it does not read (load_facts reports it)."""
+        metadata = raw.get("metadata") or {}
+        version = str(metadata.get("resourceVersion") or "")
+        key = f"{metadata.get('uid')}/{metadata.get('name')}"
+        known = self._read.get(key)
+        if version and known is not None and known[0] == version:
+            return known[1]
+        pool = read_object(GPUPool, raw)
+        if not isinstance(pool, GPUPool):
+            return raw
+        if version:
+            if len(self._read) > _READ_POOLS_MAX:
+                self._read.clear()
+            self._read[key] = (version, pool)
+        return pool
+
+
+_READ_POOLS_MAX: Final = 1024
+_POOLS = _ReadPools()
 
 
 def deadline_of(settings: AdmissionSettings) -> float:
@@ -147,7 +176,7 @@ async def gather_facts(
         raise TransientAdmissionError(step, error) from None
     wanted = needs.pool_names
     pools = {
-        str((p.get("metadata") or {}).get("name")): p
+        str((p.get("metadata") or {}).get("name")): _POOLS.read(p)
         for p in sources.pools()
         if wanted is None or (p.get("metadata") or {}).get("name") in wanted
     }

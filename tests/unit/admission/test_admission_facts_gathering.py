@@ -4,6 +4,7 @@ run, and a failing or late source is a transient error naming the step."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from tensorfusion.admission.facts_gathering import (
     AdmissionSettings,
     PodIndex,
+    _ReadPools,
     gather_facts,
     take_pod_index,
 )
@@ -20,6 +22,7 @@ from tensorfusion.admission.webhook_app import TransientAdmissionError
 from tensorfusion.domain.admission.facts import facts_needed
 from tensorfusion.domain.admission.pipeline import admit
 from tensorfusion.domain.admission.review import AdmissionRequest
+from tensorfusion.domain.model import GPUPool
 
 from .admission_builders import make_pod, make_pool, resources_ok
 
@@ -136,3 +139,17 @@ def test_owners_are_read_fresh_only_for_a_count() -> None:
     assert plain.owners and not plain.fresh_owners
     counted = facts_needed(make_pod(resources_ok(**{"enabled-replicas": "2"}), owner=REPLICA_SET))
     assert counted.owners and counted.fresh_owners
+
+
+def test_a_pool_is_read_once_per_resource_version() -> None:
+    reader = _ReadPools()
+    pool = make_pool()
+    pool["metadata"].update(uid="p1", resourceVersion="5")
+    first = reader.read(pool)
+    assert isinstance(first, GPUPool)
+    assert reader.read(copy.deepcopy(pool)) is first
+    pool["metadata"]["resourceVersion"] = "6"
+    assert reader.read(pool) is not first
+    broken = make_pool(spec={"capacityConfig": "lots"})
+    broken["metadata"].update(uid="p2", resourceVersion="1")
+    assert reader.read(broken) is broken, "a pool that does not read is load_facts' to report"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,7 @@ from tensorfusion.domain.model import GPUPool, load_as
 from .admission_builders import (
     DEFAULT_POOL,
     P,
+    apply_patch,
     make_facts,
     make_gpu,
     make_pod,
@@ -901,3 +903,20 @@ def test_facts_needed_for_pods_outside_the_pipeline() -> None:
     assert needs.tf_candidate and needs.namespace_labels
     opted_out = make_pod(enabled=False, containers=[native_container("a", 1)])
     assert not facts_needed(opted_out, auto_migration=config).tf_candidate
+
+
+def test_the_submitted_pod_is_never_changed_and_the_patch_rebuilds_the_mutated_pod() -> None:
+    app = native_container("app", "1")
+    app["resources"]["requests"] = {"cpu": "1", "tensor-fusion.ai/index_3": "1"}
+    init = {"name": "init", "image": "x", "resources": {"limits": {"cpu": "1"}}}
+    pod = make_pod(resources_ok(index="5"), containers=[app], owner=RS_REF, spec={
+        "initContainers": [init], "tolerations": [{"key": "a", "operator": "Exists"}],
+        "volumes": [{"name": "v", "emptyDir": {}}], "priority": 3,
+    })  # fmt: skip
+    pod["metadata"]["finalizers"] = ["other.io/keep"]
+    pod["status"] = {"phase": "Pending"}
+    submitted = copy.deepcopy(pod)
+    decision = admit(pod, make_facts(owners={("apps/v1", "ReplicaSet", "web-7d9f"): None}))
+    assert decision.allowed, decision.message
+    assert pod == submitted, "admission changed the submitted pod"
+    assert apply_patch(submitted, decision.patch) == decision.mutated_pod

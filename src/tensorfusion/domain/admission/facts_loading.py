@@ -164,14 +164,15 @@ def load_facts(
     *,
     namespace: str,
     pod_index: int,
-    pools: Mapping[str, Mapping[str, Any]] | None = None,
+    pools: Mapping[str, Mapping[str, Any] | GPUPool] | None = None,
     profile: Mapping[str, Any] | None = None,
     quota: Mapping[str, Any] | None = None,
     gpus: Iterable[Mapping[str, Any]] = (),
     auto_migration: Any = None,
     **other: Any,
 ) -> AdmissionFacts:
-    """`AdmissionFacts` from raw objects (pools keyed by name) and `autoMigration` (raw, or
+    """`AdmissionFacts` from raw objects (pools keyed by name, raw or already read) and
+    `autoMigration` (raw, or
     already read by `read_auto_migration`).
 
     `other` are the remaining `AdmissionFacts` fields, passed as they are. An object that does
@@ -182,7 +183,7 @@ def load_facts(
     invalid: list[InvalidObject] = list(other.pop("invalid_objects", ()))
     typed_pools: dict[str, GPUPool] = {}
     for name, raw_pool in (pools or {}).items():
-        pool = read_object(GPUPool, raw_pool)
+        pool = raw_pool if isinstance(raw_pool, GPUPool) else read_object(GPUPool, raw_pool)
         if isinstance(pool, InvalidObject):
             invalid.append(InvalidObject("GPUPool", name, pool.problems, pool.default_pool))
         else:

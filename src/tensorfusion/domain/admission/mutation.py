@@ -8,7 +8,6 @@ from typing import Any
 
 from tensorfusion.domain.admission.resolved import ResolvedWorkload
 from tensorfusion.domain.annotations import COMPONENT_WORKER, Keys, encode_index
-from tensorfusion.domain.json_patch import json_copy
 from tensorfusion.domain.native_resources import strip_native_resources
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
@@ -93,11 +92,37 @@ def normalised_annotations(resolved: ResolvedWorkload, keys: Keys) -> dict[str, 
 
 
 def _child(parent: dict[str, Any], key: str, empty: Any) -> Any:
-    """`parent[key]`, replaced by `empty` when missing or null."""
+    """`parent[key]` as a shallow copy of its own (so the input pod is never changed), `empty`
+    when missing or null."""
     value = parent.get(key)
     if value is None:
-        value = parent[key] = empty
+        value = empty
+    elif isinstance(value, Mapping):
+        value = dict(value)
+    elif isinstance(value, list):
+        value = list(value)
+    parent[key] = value
     return value
+
+
+def _own_containers(spec: dict[str, Any]) -> None:
+    """Copies of the containers and of their resource maps, the parts the index and the
+    native-resource removal change."""
+    for group in ("initContainers", "containers"):
+        containers = spec.get(group)
+        if not containers:
+            continue
+        owned = []
+        for original in containers:
+            container = dict(original)
+            resources = container.get("resources")
+            if isinstance(resources, Mapping):
+                container["resources"] = {
+                    side: dict(values) if isinstance(values, Mapping) else values
+                    for side, values in resources.items()
+                }
+            owned.append(container)
+        spec[group] = owned
 
 
 def _has_toleration(tolerations: list[Any], keys: Keys) -> bool:
@@ -119,8 +144,9 @@ def build_worker_pod(
     native_resources: Mapping[str, str],
     keys: Keys,
 ) -> dict[str, Any]:
-    """A mutated copy of `pod`; the input is not changed."""
-    out: dict[str, Any] = json_copy(pod)
+    """A mutated copy of `pod`; the input is not changed. Only the parts the mutation changes
+    are copied: the rest is shared with `pod` (the patch diff skips it by identity)."""
+    out: dict[str, Any] = dict(pod)
     metadata = _child(out, "metadata", {})
     if not metadata.get("namespace"):
         metadata["namespace"] = resolved.namespace
@@ -142,6 +168,7 @@ def build_worker_pod(
         finalizers.append(keys.finalizer)
 
     spec = _child(out, "spec", {})
+    _own_containers(spec)
     spec["schedulerName"] = keys.scheduler_name
     tolerations = _child(spec, "tolerations", [])
     if not _has_toleration(tolerations, keys):
