@@ -23,13 +23,6 @@ from typing import Any
 import httpx
 import pytest
 from lightkube import AsyncClient
-from lightkube.models.admissionregistration_v1 import (
-    MutatingWebhook,
-    RuleWithOperations,
-    WebhookClientConfig,
-)
-from lightkube.models.meta_v1 import LabelSelector, LabelSelectorRequirement, ObjectMeta
-from lightkube.resources.admissionregistration_v1 import MutatingWebhookConfiguration
 from lightkube.types import PatchType
 
 from tensorfusion.adapters.kube.client import raw_http
@@ -49,6 +42,7 @@ from .test_scheduling import (
     records_match,
     webhook_worker,
 )
+from .webhook_setup import register_webhook
 
 pytestmark = pytest.mark.cluster
 
@@ -66,45 +60,6 @@ DEVICE_PLUGIN = "nvidia-device-plugin"
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-async def register_webhook(
-    kube: AsyncClient,
-    namespace: str,
-    cluster_objects: DeleteLater,
-    *,
-    release: str,
-    host: str,
-    port: int,
-    components: Sequence[Component],
-) -> None:
-    """The chart's MutatingWebhookConfiguration in normal mode (admission.md §1), limited to the
-    test namespace, calling `https://<host>:<port>/mutate-v1-pod`; waits for the caBundle the
-    controller sets."""
-    name = f"{release}-mutating-webhook"
-    enabled = LabelSelector(matchExpressions=[LabelSelectorRequirement(
-        key=KEYS.enabled, operator="In", values=["true"])])  # fmt: skip
-    await kube.create(MutatingWebhookConfiguration(
-        metadata=ObjectMeta(name=name),
-        webhooks=[MutatingWebhook(
-            name="mpod.tensor-fusion.ai", admissionReviewVersions=["v1"],
-            sideEffects="NoneOnDryRun", failurePolicy="Fail", timeoutSeconds=10,
-            reinvocationPolicy="Never",
-            clientConfig=WebhookClientConfig(url=f"https://{host}:{port}/mutate-v1-pod"),
-            objectSelector=enabled,
-            namespaceSelector=LabelSelector(
-                matchLabels={"kubernetes.io/metadata.name": namespace}),
-            rules=[RuleWithOperations(apiGroups=[""], apiVersions=["v1"], operations=["CREATE"],
-                                      resources=["pods"])],
-        )],
-    ))  # fmt: skip
-    cluster_objects(MutatingWebhookConfiguration, name)
-
-    async def ca_set() -> bool:
-        found = await kube.get(MutatingWebhookConfiguration, name)
-        return bool((found.webhooks or [])[0].clientConfig.caBundle)
-
-    await eventually(ca_set, what="the caBundle set by the controller", components=components)
 
 
 async def wait_ready(replica: Replica, components: Sequence[Component]) -> None:

@@ -40,14 +40,13 @@ from ..unit.admission.admission_builders import make_pod, native_container, reso
 from .conftest import DeleteLater
 from .controller_replicas import Start
 from .controlplane import ControlPlane, eventually
-from .webhook_setup import WebhookCluster, start_webhook
+from .webhook_setup import WEBHOOK_NAME, WebhookCluster, start_webhook
 
 pytestmark = pytest.mark.cluster
 
 WORKLOAD: Any = resource_of("TensorFusionWorkload")
 POD: Any = Pod
 P = "tensor-fusion.ai/"
-WEBHOOK_NAME = "mutate.tensor-fusion.ai"
 DENIED = f'admission webhook "{WEBHOOK_NAME}" denied the request: '
 SCHEDULER = "tensor-fusion-scheduler"
 FINALIZER = P + "finalizer"

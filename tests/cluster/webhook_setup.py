@@ -29,9 +29,10 @@ from tensorfusion.adapters.kube.custom_resources import resource_of
 from ..unit.admission.admission_builders import make_pool
 from .conftest import DeleteLater
 from .controller_replicas import Replica, Start, install_crds
-from .controlplane import ControlPlane, eventually, free_port
+from .controlplane import Component, ControlPlane, eventually, free_port
 
 POOL: Any = resource_of("GPUPool")
+WEBHOOK_NAME = "mpod.tensor-fusion.ai"
 
 
 @dataclass
@@ -47,6 +48,46 @@ class WebhookCluster:
     @property
     def replica(self) -> Replica:
         return self.replicas[0]
+
+
+async def register_webhook(
+    kube: AsyncClient,
+    namespace: str,
+    cluster_objects: DeleteLater,
+    *,
+    release: str,
+    host: str,
+    port: int,
+    migration: bool = False,
+    components: Sequence[Component] = (),
+) -> str:
+    """The chart's MutatingWebhookConfiguration (admission.md §1) calling
+    `https://<host>:<port>/mutate-v1-pod` for the test namespace only; waits for the caBundle
+    the controller sets; returns its name."""
+    configuration = f"{release}-mutating-webhook"
+    enabled = LabelSelector(matchExpressions=[LabelSelectorRequirement(
+        key="tensor-fusion.ai/enabled", operator="In", values=["true"])])  # fmt: skip
+    await kube.create(MutatingWebhookConfiguration(
+        metadata=ObjectMeta(name=configuration),
+        webhooks=[MutatingWebhook(
+            name=WEBHOOK_NAME, admissionReviewVersions=["v1"], sideEffects="NoneOnDryRun",
+            failurePolicy="Fail", timeoutSeconds=10, reinvocationPolicy="Never",
+            clientConfig=WebhookClientConfig(url=f"https://{host}:{port}/mutate-v1-pod"),
+            objectSelector=None if migration else enabled,
+            namespaceSelector=LabelSelector(
+                matchLabels={"kubernetes.io/metadata.name": namespace}),
+            rules=[RuleWithOperations(apiGroups=[""], apiVersions=["v1"], operations=["CREATE"],
+                                      resources=["pods"])],
+        )],
+    ))  # fmt: skip
+    cluster_objects(MutatingWebhookConfiguration, configuration)
+
+    async def ca_set() -> bool:
+        found = await kube.get(MutatingWebhookConfiguration, configuration)
+        return bool((found.webhooks or [])[0].clientConfig.caBundle)
+
+    await eventually(ca_set, what="the caBundle set by the controller", components=components)
+    return configuration
 
 
 async def start_webhook(
@@ -80,31 +121,12 @@ async def start_webhook(
             env={"TF_RELEASE_FULLNAME": release, "WEBHOOK_PORT": str(port),
                  "WEBHOOK_CERT_EXTRA_HOSTS": ",".join(hosts), **(env or {})},
         ))  # fmt: skip
-    configuration = f"{release}-mutating-webhook"
-    enabled = LabelSelector(matchExpressions=[LabelSelectorRequirement(
-        key="tensor-fusion.ai/enabled", operator="In", values=["true"])])  # fmt: skip
     host = url_host or started[0].ip
-    await kube.create(MutatingWebhookConfiguration(
-        metadata=ObjectMeta(name=configuration),
-        webhooks=[MutatingWebhook(
-            name="mutate.tensor-fusion.ai", admissionReviewVersions=["v1"],
-            sideEffects="NoneOnDryRun", failurePolicy="Fail", timeoutSeconds=10,
-            clientConfig=WebhookClientConfig(url=f"https://{host}:{port}/mutate-v1-pod"),
-            objectSelector=None if migration else enabled,
-            namespaceSelector=LabelSelector(
-                matchLabels={"kubernetes.io/metadata.name": namespace}),
-            rules=[RuleWithOperations(apiGroups=[""], apiVersions=["v1"], operations=["CREATE"],
-                                      resources=["pods"])],
-        )],
-    ))  # fmt: skip
-    cluster_objects(MutatingWebhookConfiguration, configuration)
-
-    async def ca_set() -> bool:
-        found = await kube.get(MutatingWebhookConfiguration, configuration)
-        return bool((found.webhooks or [])[0].clientConfig.caBundle)
-
     components = [r.component for r in started]
-    await eventually(ca_set, what="the caBundle set by the controller", components=components)
+    configuration = await register_webhook(
+        kube, namespace, cluster_objects, release=release, host=host, port=port,
+        migration=migration, components=components,
+    )  # fmt: skip
     for replica in started:
 
         async def ready(replica: Replica = replica) -> bool:
