@@ -27,11 +27,11 @@ from lightkube.types import PatchType
 from tensorfusion.adapters.kube.client import make_client
 from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.adapters.kube.events import EventRecorder
+from tensorfusion.adapters.kube.object_client import LightkubeObjects
 from tensorfusion.controller.allocator_state import AllocatorState, StateCaches
 from tensorfusion.controller.cluster_reconciler import ClusterReconciler
 from tensorfusion.controller.gpu_node_reconciler import GPUNodeReconciler
 from tensorfusion.controller.node_taint import ProgressiveTaintReconciler
-from tensorfusion.controller.object_client import LightkubeObjects
 from tensorfusion.controller.pod_release import PodReleaser
 from tensorfusion.controller.pool_reconciler import PoolStatusReconciler
 from tensorfusion.controller.status_writeback import GPUStatusWriter

@@ -15,13 +15,13 @@ from typing import Any
 from lightkube import AsyncClient
 
 from tensorfusion.adapters.kube.events import EventRecorder
+from tensorfusion.adapters.kube.object_client import LightkubeObjects
 from tensorfusion.app.controller_informers import ControllerInformers
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.cluster_reconciler import ClusterReconciler
 from tensorfusion.controller.fenced_writes import FencedWriter
 from tensorfusion.controller.gpu_node_reconciler import GPUNodeReconciler
 from tensorfusion.controller.node_taint import ProgressiveTaintReconciler
-from tensorfusion.controller.object_client import LightkubeObjects
 from tensorfusion.controller.pod_release import PodReleaser
 from tensorfusion.controller.pool_reconciler import PoolStatusReconciler
 from tensorfusion.controller.reconcile_loop import ReconcileLoop

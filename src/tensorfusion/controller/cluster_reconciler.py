@@ -7,9 +7,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
+from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
-from tensorfusion.controller.object_client import KubeError, ObjectClient
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS, Keys

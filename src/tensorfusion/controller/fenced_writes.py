@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeVar
 
 from tensorfusion.adapters.kube.events import InvolvedObject
-from tensorfusion.controller.object_client import KubeError, ObjectClient
+from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.domain.desired_state.objects import Obj, metadata_of
 from tensorfusion.runtime.leader_election import NotLeaderError
 

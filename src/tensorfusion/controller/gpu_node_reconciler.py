@@ -10,9 +10,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
+from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
-from tensorfusion.controller.object_client import KubeError, ObjectClient
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.capacity_figures import node_capacity

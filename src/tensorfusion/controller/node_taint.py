@@ -13,9 +13,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from tensorfusion.adapters.kube.object_client import ObjectClient
 from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter
-from tensorfusion.controller.object_client import ObjectClient
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.allocator.progressive_migration import (
     taints_with_progressive_taint,

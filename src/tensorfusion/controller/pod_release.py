@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tensorfusion.adapters.kube.events import InvolvedObject
+from tensorfusion.adapters.kube.object_client import ObjectClient
 from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
-from tensorfusion.controller.object_client import ObjectClient
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.controller.replica_recount import CounterSlot, counter_of
 from tensorfusion.domain.admission.replica_gate import decremented_count

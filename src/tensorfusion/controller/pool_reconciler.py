@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from tensorfusion.adapters.kube.object_client import ObjectClient
 from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
-from tensorfusion.controller.object_client import ObjectClient
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.allocator.capacity_figures import NodeCapacity, node_capacity
 from tensorfusion.domain.allocator.snapshot import format_rfc3339

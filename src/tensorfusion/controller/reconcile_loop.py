@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from tensorfusion.controller.object_client import KubeError
+from tensorfusion.adapters.kube.object_client import KubeError
 from tensorfusion.runtime.leader_election import NotLeaderError
 from tensorfusion.runtime.supervision import Backoff
 from tensorfusion.runtime.work_queue import (

@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter
-from tensorfusion.controller.object_client import KubeError, ObjectClient
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.admission.replica_gate import (
     COUNTED_OWNER_KINDS,

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tensorfusion.adapters.kube.object_client import ObjectClient
 from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState, ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
-from tensorfusion.controller.object_client import ObjectClient
 from tensorfusion.controller.reconcile_loop import every
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.snapshot import format_rfc3339

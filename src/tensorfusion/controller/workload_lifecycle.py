@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, Final
 
+from tensorfusion.adapters.kube.object_client import ObjectClient
 from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
-from tensorfusion.controller.object_client import ObjectClient
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.admission.workload import WORKLOAD_KIND, collectable, pod_as_owner
 from tensorfusion.domain.admission.workload_identity import controller_ref

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tensorfusion.adapters.kube.events import InvolvedObject
+from tensorfusion.adapters.kube.object_client import KubeError
 from tensorfusion.controller.allocator_state import AllocatorState, StateCaches
-from tensorfusion.controller.object_client import KubeError
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS, encode_index
 from tensorfusion.domain.vocabulary import IsolationPolicy

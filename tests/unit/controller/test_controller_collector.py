@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 from prometheus_client import CollectorRegistry
 
+from tensorfusion.adapters.kube.object_client import KubeError
 from tensorfusion.app.controller_metrics import ControllerCollector
 from tensorfusion.controller.fenced_writes import FencedWriter
-from tensorfusion.controller.object_client import KubeError
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.informer_source import Listing, WatchEvent

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tensorfusion.controller.object_client import KubeError
+from tensorfusion.adapters.kube.object_client import KubeError
 from tensorfusion.controller.pod_release import PodReleaser
 from tensorfusion.domain.allocator.records import RecordState
 from tensorfusion.domain.annotations import KEYS

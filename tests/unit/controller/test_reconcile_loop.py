@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tensorfusion.adapters.kube.events import InvolvedObject
+from tensorfusion.adapters.kube.object_client import KubeError
 from tensorfusion.controller.fenced_writes import FencedWriter
-from tensorfusion.controller.object_client import KubeError
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.runtime.leader_election import NotLeaderError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensorfusion.controller.object_client import KubeError
+from tensorfusion.adapters.kube.object_client import KubeError
 from tensorfusion.controller.status_writeback import GPUStatusWriter, QuotaStatusWriter
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.runtime.informer_store import EventKind

@@ -1,6 +1,7 @@
-"""The API calls the reconcilers make, on objects as plain JSON dicts, by kind name.
+"""The API calls the reconcilers and the node agent make, on objects as plain JSON dicts, by
+kind name.
 
-`ObjectClient` is what a reconciler is given; `LightkubeObjects` is the implementation over a
+`ObjectClient` is what they are given; `LightkubeObjects` is the implementation over a
 lightkube `AsyncClient` (our twelve kinds through `custom_resources.resource_of`, plus `Node`
 and `Pod`), and the unit tests give an in-memory fake. Every API error becomes `KubeError` with
 its HTTP code, so callers test `code == 409` (conflict, or already exists) and `404`.

@@ -10,6 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from tensorfusion.domain.settings.environment_values import (
+    EnvironmentValueError,
+    env_bool,
+    env_isolation_policy,
+    env_port,
+)
 from tensorfusion.domain.vocabulary import IsolationPolicy
 
 __all__ = ["ControllerEnvironment", "EnvironmentValueError", "TsdbEnvironment"]
@@ -19,31 +25,6 @@ DEFAULT_NAMESPACE: Final = "tensor-fusion-sys"
 DEFAULT_RELEASE: Final = "tensor-fusion"
 DEFAULT_HYPERVISOR_SERVICE_ACCOUNT: Final = "tensor-fusion-hypervisor-sa"
 DEFAULT_WEBHOOK_SECRET: Final = "tensor-fusion-webhook-secret"
-
-
-class EnvironmentValueError(ValueError):
-    """An environment variable the controller cannot start with."""
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    value = env.get(name)
-    if value is None or value == "":
-        return default
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise EnvironmentValueError(f'{name}: invalid value "{value}": must be true or false')
-
-
-def _port(env: Mapping[str, str], name: str, default: int) -> int:
-    value = env.get(name)
-    if value is None or value == "":
-        return default
-    if not value.strip().isdigit() or not 1 <= int(value) <= 65535:
-        raise EnvironmentValueError(f'{name}: invalid value "{value}": must be a port 1..65535')
-    return int(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,23 +84,13 @@ class ControllerEnvironment:
     @classmethod
     def from_mapping(cls, env: Mapping[str, str]) -> ControllerEnvironment:
         """Read the controller's variables from an environment mapping."""
-        policy_text = env.get("TF_ISOLATION_MODE_POLICY", "").strip()
-        policy = IsolationPolicy.STATIC
-        if policy_text:
-            by_lower = {p.value.lower(): p for p in IsolationPolicy}
-            found = by_lower.get(policy_text.lower())
-            if found is None:
-                raise EnvironmentValueError(
-                    f'TF_ISOLATION_MODE_POLICY: invalid value "{policy_text}": must be static '
-                    "or dynamic"
-                )
-            policy = found
+        policy = env_isolation_policy(env, "TF_ISOLATION_MODE_POLICY")
         tsdb = TsdbEnvironment(
             mysql_host=env.get("TSDB_MYSQL_HOST", "").strip(),
-            mysql_port=_port(env, "TSDB_MYSQL_PORT", 4002),
-            http_port=_port(env, "TSDB_HTTP_PORT", 4000),
+            mysql_port=env_port(env, "TSDB_MYSQL_PORT", 4002),
+            http_port=env_port(env, "TSDB_HTTP_PORT", 4000),
             database=env.get("TSDB_MYSQL_DATABASE", "").strip() or "public",
-            is_cloud=_bool(env, "TSDB_IS_CLOUD", False),
+            is_cloud=env_bool(env, "TSDB_IS_CLOUD", False),
             user=env.get("TSDB_MYSQL_USER", ""),
             password=env.get("TSDB_MYSQL_PASSWORD", ""),
         )
@@ -131,18 +102,18 @@ class ControllerEnvironment:
             isolation_policy=policy,
             gpu_node_selector=env.get("INITIAL_GPU_NODE_LABEL_SELECTOR", "").strip()
             or DEFAULT_GPU_NODE_SELECTOR,
-            progressive_migration=_bool(env, "NVIDIA_OPERATOR_PROGRESSIVE_MIGRATION", False),
-            enable_webhooks=_bool(env, "ENABLE_WEBHOOKS", True),
-            enable_scheduler=_bool(env, "ENABLE_SCHEDULER", True),
-            enable_cr_controller=_bool(env, "ENABLE_CR_CONTROLLER", True),
-            api_port=_port(env, "PORT", 8080),
+            progressive_migration=env_bool(env, "NVIDIA_OPERATOR_PROGRESSIVE_MIGRATION", False),
+            enable_webhooks=env_bool(env, "ENABLE_WEBHOOKS", True),
+            enable_scheduler=env_bool(env, "ENABLE_SCHEDULER", True),
+            enable_cr_controller=env_bool(env, "ENABLE_CR_CONTROLLER", True),
+            api_port=env_port(env, "PORT", 8080),
             api_host=env.get("API_BIND_HOST", "").strip(),
             service_account=env.get("SERVICE_ACCOUNT_NAME", "").strip()
             or env.get("TF_RELEASE_FULLNAME", "").strip()
             or DEFAULT_RELEASE,
             hypervisor_service_account=env.get("HYPERVISOR_SERVICE_ACCOUNT_NAME", "").strip()
             or DEFAULT_HYPERVISOR_SERVICE_ACCOUNT,
-            webhook_port=_port(env, "WEBHOOK_PORT", 9443),
+            webhook_port=env_port(env, "WEBHOOK_PORT", 9443),
             webhook_secret=env.get("WEBHOOK_SECRET_NAME", "").strip() or DEFAULT_WEBHOOK_SECRET,
             webhook_cert_extra_hosts=tuple(
                 h.strip() for h in env.get("WEBHOOK_CERT_EXTRA_HOSTS", "").split(",") if h.strip()

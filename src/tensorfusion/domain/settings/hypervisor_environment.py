@@ -1,0 +1,150 @@
+"""The node agent's environment as the controller renders its pod (deployment.md §9, §10 step 2),
+the one settings object of `tensor-fusion hypervisor`.
+
+The caller passes the process environment as a mapping; nothing here reads it. A bad value is
+one `EnvironmentValueError` naming the variable, the value and what is allowed, except
+`TF_LOG_LEVEL`, which falls back to `info` with a warning (§9.6).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tensorfusion.domain.durations import DurationError, parse_go_duration
+from tensorfusion.domain.settings.environment_values import (
+    EnvironmentValueError,
+    env_bool,
+    env_isolation_policy,
+    env_port,
+)
+from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy
+
+__all__ = ["LOG_LEVELS", "HypervisorEnvironment"]
+
+LOG_LEVELS: Final = ("debug", "info", "warn", "error")
+DEFAULT_PORT: Final = 8000
+DEFAULT_METRICS_INTERVAL_S: Final = 10.0
+MIN_METRICS_INTERVAL_S: Final = 1.0
+DEFAULT_DISCOVERY_INTERVAL_S: Final = 600.0
+HEARTBEAT_INTERVAL_S: Final = 30.0
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        seconds = parse_go_duration(text) / 1e9
+    except DurationError:
+        raise EnvironmentValueError(
+            f'{name}: invalid value "{text}": must be a duration such as 10s or 1m'
+        ) from None
+    if seconds < minimum:
+        raise EnvironmentValueError(
+            f'{name}: invalid value "{text}": must be at least {minimum:g}s'
+        )
+    return seconds
+
+
+def _hardware_metadata(env: Mapping[str, str]) -> tuple[Mapping[str, Any], ...]:
+    text = env.get("TF_PROVIDER_HARDWARE_METADATA", "").strip()
+    if not text:
+        return ()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise EnvironmentValueError(
+            f"TF_PROVIDER_HARDWARE_METADATA: not JSON ({error.msg} at character {error.pos}): "
+            "must be the ProviderConfig's hardwareMetadata list"
+        ) from None
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise EnvironmentValueError(
+            "TF_PROVIDER_HARDWARE_METADATA: must be a JSON list of objects "
+            "(the ProviderConfig's hardwareMetadata)"
+        )
+    return tuple(value)
+
+
+@dataclass(frozen=True, slots=True)
+class HypervisorEnvironment:
+    """The variables the controller gives a node agent, with their defaults out of a pod."""
+
+    node: str
+    """`GPU_NODE_NAME`: the node (and GPUNode) this agent serves; required."""
+    pod_name: str = ""
+    pool: str = ""
+    """`TENSOR_FUSION_POOL_NAME`: the node's GPUPool."""
+    port: int = DEFAULT_PORT
+    """`HYPERVISOR_PORT`: `/healthz`, `/readyz`, `POST /api/v1/devices/discover`."""
+    bind_host: str = ""
+    """`HYPERVISOR_BIND_HOST`: the address to listen on (all by default; agents sharing one
+    host, as in the tests and `dev up`, each take a loopback address)."""
+    detect_in_used_gpus: bool = False
+    isolation_policy: IsolationPolicy = IsolationPolicy.STATIC
+    isolation_mode: IsolationMode = IsolationMode.SOFT
+    hardware_metadata: tuple[Mapping[str, Any], ...] = ()
+    log_level: str = "info"
+    metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S
+    discovery_interval_s: float = DEFAULT_DISCOVERY_INTERVAL_S
+    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S
+    metrics_write_url: str = ""
+    metrics_write_db: str = ""
+    metrics_write_user: str = ""
+    metrics_write_password: str = ""
+    simulated_gpus: str = ""
+    """`TF_SIMULATED_GPUS`: a simulated provider file (tests, demos); empty means NVML."""
+    warnings: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_mapping(cls, env: Mapping[str, str]) -> HypervisorEnvironment:
+        """Read the agent's variables from an environment mapping."""
+        node = env.get("GPU_NODE_NAME", "").strip()
+        if not node:
+            raise EnvironmentValueError(
+                "GPU_NODE_NAME: not set: must name the node this agent serves"
+            )
+        warnings: list[str] = []
+        level = env.get("TF_LOG_LEVEL", "").strip().lower() or "info"
+        if level == "warning":
+            level = "warn"
+        if level not in LOG_LEVELS:
+            warnings.append(
+                f'TF_LOG_LEVEL: invalid value "{env.get("TF_LOG_LEVEL")}": must be one of '
+                f"{', '.join(LOG_LEVELS)}; using info"
+            )
+            level = "info"
+        mode_text = env.get("TF_ISOLATION_MODE", "").strip().lower() or "soft"
+        modes = {m.value: m for m in IsolationMode}
+        if mode_text not in modes:
+            raise EnvironmentValueError(
+                f'TF_ISOLATION_MODE: invalid value "{env.get("TF_ISOLATION_MODE")}": must be '
+                f"one of {', '.join(modes)}"
+            )
+        return cls(
+            node=node,
+            pod_name=env.get("POD_NAME", "").strip(),
+            pool=env.get("TENSOR_FUSION_POOL_NAME", "").strip(),
+            port=env_port(env, "HYPERVISOR_PORT", DEFAULT_PORT),
+            bind_host=env.get("HYPERVISOR_BIND_HOST", "").strip(),
+            detect_in_used_gpus=env_bool(env, "DETECT_IN_USED_GPUS", False),
+            isolation_policy=env_isolation_policy(env, "TF_ISOLATION_MODE_POLICY"),
+            isolation_mode=modes[mode_text],
+            hardware_metadata=_hardware_metadata(env),
+            log_level=level,
+            metrics_interval_s=_seconds(
+                env, "TF_METRICS_INTERVAL", DEFAULT_METRICS_INTERVAL_S, MIN_METRICS_INTERVAL_S
+            ),
+            discovery_interval_s=_seconds(
+                env, "TF_DISCOVERY_INTERVAL", DEFAULT_DISCOVERY_INTERVAL_S, 1.0
+            ),
+            heartbeat_interval_s=_seconds(env, "TF_HEARTBEAT_INTERVAL", HEARTBEAT_INTERVAL_S, 1.0),
+            metrics_write_url=env.get("TF_METRICS_WRITE_URL", "").strip(),
+            metrics_write_db=env.get("TF_METRICS_WRITE_DB", "").strip(),
+            metrics_write_user=env.get("TF_METRICS_WRITE_USER", ""),
+            metrics_write_password=env.get("TF_METRICS_WRITE_PASSWORD", ""),
+            simulated_gpus=env.get("TF_SIMULATED_GPUS", "").strip(),
+            warnings=tuple(warnings),
+        )

@@ -1,0 +1,1 @@
+"""The node agent (`tensor-fusion hypervisor`): discovery, GPU and GPUNode objects, heartbeat."""

@@ -1,0 +1,37 @@
+"""The node agent's HTTP endpoints on `HYPERVISOR_PORT` (deployment.md §9.7): `/healthz`,
+`/readyz` (after the first discovery is written), and `POST /api/v1/devices/discover`."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from tensorfusion.domain.devices.gpu_objects import gpu_name
+from tensorfusion.hypervisor.agent import NodeAgent
+
+__all__ = ["create_agent_app"]
+
+
+def create_agent_app(agent: NodeAgent) -> web.Application:
+    """The agent's aiohttp application."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        problems = agent.problems()
+        if agent.ready and not agent.provider_error:
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="".join(f"- {p}\n" for p in problems))
+
+    async def discover(_: web.Request) -> web.Response:
+        written = await agent.discover()
+        inventory = agent.inventory
+        devices = [gpu_name(d.uuid) for d in inventory.devices] if inventory else []
+        body = {"written": written, "gpus": devices, "problems": agent.problems()}
+        return web.json_response(body, status=200 if written else 503)
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_post("/api/v1/devices/discover", discover)
+    return app
