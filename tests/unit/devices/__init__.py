@@ -1,0 +1,1 @@
+"""Unit tests of the GPU providers and the TFLOPS lookup."""
