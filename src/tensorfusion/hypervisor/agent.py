@@ -67,7 +67,7 @@ class NodeAgent:
         if not self.synced:
             found.append("no discovery written yet")
         if self.provider_error:
-            found.append(f"{self._provider.name}: {self.provider_error}")
+            found.append(self.provider_error)
         if self.api_error:
             found.append(self.api_error)
         return found

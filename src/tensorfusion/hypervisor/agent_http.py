@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 
 from tensorfusion.domain.devices.gpu_objects import gpu_name
@@ -11,15 +13,18 @@ from tensorfusion.hypervisor.agent import NodeAgent
 __all__ = ["create_agent_app"]
 
 
-def create_agent_app(agent: NodeAgent) -> web.Application:
-    """The agent's aiohttp application."""
+def create_agent_app(
+    agent: NodeAgent, also_needed: Callable[[], list[str]] = list
+) -> web.Application:
+    """The agent's aiohttp application; `also_needed` lists what else keeps it unready (the
+    device-plugin registration)."""
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
     async def readyz(_: web.Request) -> web.Response:
-        problems = agent.problems()
-        if agent.ready and not agent.provider_error:
+        problems = agent.problems() + also_needed()
+        if agent.ready and not agent.provider_error and not problems:
             return web.Response(text="ok\n")
         return web.Response(status=503, text="".join(f"- {p}\n" for p in problems))
 

@@ -21,7 +21,8 @@ def test_the_pods_variables_are_read() -> None:
     assert (env.node, env.pool, env.port, env.detect_in_used_gpus) == ("gpu-1", "p", 8001, True)
     assert env.isolation_policy is IsolationPolicy.DYNAMIC
     assert env.isolation_mode is IsolationMode.HARD
-    assert env.hardware_metadata == ({"model": "H100", "fp16TFlops": "989"},)
+    assert env.hardware_metadata == '[{"model": "H100", "fp16TFlops": "989"}]'
+    assert env.device_plugin
     assert (env.log_level, env.metrics_interval_s, env.warnings) == ("debug", 5.0, ())
     defaults = HypervisorEnvironment.from_mapping({"GPU_NODE_NAME": "n"})
     assert (defaults.port, defaults.metrics_interval_s, defaults.discovery_interval_s) == (
@@ -44,8 +45,7 @@ def test_an_invalid_log_level_is_info_with_a_warning() -> None:
     ({"TF_ISOLATION_MODE_POLICY": "x"}, 'TF_ISOLATION_MODE_POLICY: invalid value "x": must be'),
     ({"TF_METRICS_INTERVAL": "10"}, 'TF_METRICS_INTERVAL: invalid value "10": must be a dura'),
     ({"TF_METRICS_INTERVAL": "500ms"}, 'TF_METRICS_INTERVAL: invalid value "500ms": must be at'),
-    ({"TF_PROVIDER_HARDWARE_METADATA": "{"}, "TF_PROVIDER_HARDWARE_METADATA: not JSON"),
-    ({"TF_PROVIDER_HARDWARE_METADATA": '{"a": 1}'}, "TF_PROVIDER_HARDWARE_METADATA: must be a"),
+    ({"TF_KUBELET_DEVICE_PLUGIN": "no way"}, 'TF_KUBELET_DEVICE_PLUGIN: invalid value "no w'),
 ])  # fmt: skip
 def test_a_bad_value_is_one_clear_error(variables: dict[str, str], message: str) -> None:
     env = {"GPU_NODE_NAME": "n", **variables} if variables else {}

@@ -8,10 +8,9 @@ one `EnvironmentValueError` naming the variable, the value and what is allowed, 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.settings.environment_values import (
@@ -49,25 +48,6 @@ def _seconds(env: Mapping[str, str], name: str, default: float, minimum: float) 
     return seconds
 
 
-def _hardware_metadata(env: Mapping[str, str]) -> tuple[Mapping[str, Any], ...]:
-    text = env.get("TF_PROVIDER_HARDWARE_METADATA", "").strip()
-    if not text:
-        return ()
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise EnvironmentValueError(
-            f"TF_PROVIDER_HARDWARE_METADATA: not JSON ({error.msg} at character {error.pos}): "
-            "must be the ProviderConfig's hardwareMetadata list"
-        ) from None
-    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-        raise EnvironmentValueError(
-            "TF_PROVIDER_HARDWARE_METADATA: must be a JSON list of objects "
-            "(the ProviderConfig's hardwareMetadata)"
-        )
-    return tuple(value)
-
-
 @dataclass(frozen=True, slots=True)
 class HypervisorEnvironment:
     """The variables the controller gives a node agent, with their defaults out of a pod."""
@@ -85,7 +65,12 @@ class HypervisorEnvironment:
     detect_in_used_gpus: bool = False
     isolation_policy: IsolationPolicy = IsolationPolicy.STATIC
     isolation_mode: IsolationMode = IsolationMode.SOFT
-    hardware_metadata: tuple[Mapping[str, Any], ...] = ()
+    hardware_metadata: str = ""
+    """`TF_PROVIDER_HARDWARE_METADATA`: the ProviderConfig's `hardwareMetadata` as JSON or
+    YAML text (read by `domain.devices.tflops.parse_hardware_metadata`)."""
+    device_plugin: bool = True
+    """`TF_KUBELET_DEVICE_PLUGIN`: register the index resources with the kubelet; false where
+    there is no kubelet (the test control plane, `dev up`): readiness then needs discovery only."""
     log_level: str = "info"
     metrics_interval_s: float = DEFAULT_METRICS_INTERVAL_S
     discovery_interval_s: float = DEFAULT_DISCOVERY_INTERVAL_S
@@ -132,7 +117,8 @@ class HypervisorEnvironment:
             detect_in_used_gpus=env_bool(env, "DETECT_IN_USED_GPUS", False),
             isolation_policy=env_isolation_policy(env, "TF_ISOLATION_MODE_POLICY"),
             isolation_mode=modes[mode_text],
-            hardware_metadata=_hardware_metadata(env),
+            hardware_metadata=env.get("TF_PROVIDER_HARDWARE_METADATA", "").strip(),
+            device_plugin=env_bool(env, "TF_KUBELET_DEVICE_PLUGIN", True),
             log_level=level,
             metrics_interval_s=_seconds(
                 env, "TF_METRICS_INTERVAL", DEFAULT_METRICS_INTERVAL_S, MIN_METRICS_INTERVAL_S

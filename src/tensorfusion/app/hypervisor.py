@@ -1,0 +1,168 @@
+"""`tensor-fusion hypervisor`: the node agent process (deployment.md §9).
+
+It reads its pod's environment (`HypervisorEnvironment`), picks the GPU provider (the simulated
+file of `TF_SIMULATED_GPUS`, else NVML), and runs under one Supervisor: the discovery and
+heartbeat loops (`NodeAgent`), a cache of the pods bound to its node (the worker pods whose
+index resources it allocates), the kubelet device plugins of the 16 index resources (unless
+`TF_KUBELET_DEVICE_PLUGIN=false`), and HTTP on `HYPERVISOR_PORT`. Exit 0 on SIGTERM or SIGINT,
+2 on a bad flag, variable or provider file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Pod
+
+from tensorfusion import __version__
+from tensorfusion.adapters.devices.gpu_catalogue import load_gpu_catalogue
+from tensorfusion.adapters.devices.nvml import NvmlProvider
+from tensorfusion.adapters.devices.simulated_file import SimulatedFileProvider
+from tensorfusion.adapters.kube.client import KubeClientError, make_client
+from tensorfusion.adapters.kube.events import EventRecorder
+from tensorfusion.adapters.kube.object_client import LightkubeObjects
+from tensorfusion.adapters.kubelet.device_plugin import (
+    AllocateAnswer,
+    AllocationRefusedError,
+    IndexDevicePlugins,
+)
+from tensorfusion.api_server.serving import join_host_port, serve
+from tensorfusion.app.logging_setup import configure_logging
+from tensorfusion.domain.devices.gpu_objects import gpu_name
+from tensorfusion.domain.devices.inventory import DeviceInfo, DeviceProvider, ProviderError
+from tensorfusion.domain.devices.tflops import lookup_tflops, parse_hardware_metadata
+from tensorfusion.domain.devices.worker_allocation import WorkerAllocationError, allocate_worker
+from tensorfusion.domain.durations import DurationError, parse_go_duration
+from tensorfusion.domain.settings.environment_values import EnvironmentValueError
+from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnvironment
+from tensorfusion.hypervisor.agent import NodeAgent
+from tensorfusion.hypervisor.agent_http import create_agent_app
+from tensorfusion.hypervisor.object_sync import GPUObjectSync, ModelFacts, managed_gpus_of
+from tensorfusion.runtime.informer import Informer
+from tensorfusion.runtime.informer_lightkube import LightkubeSource
+from tensorfusion.runtime.supervision import Supervisor
+
+__all__ = ["EXIT_BAD_INPUT", "run_hypervisor"]
+
+_log = logging.getLogger(__name__)
+EXIT_BAD_INPUT: Final = 2
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ArgumentError(message)
+
+
+def _arguments(argv: Sequence[str]) -> argparse.Namespace:
+    parser = _Parser(prog="tensor-fusion hypervisor", add_help=False)
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--discovery-interval", default=None)
+    parser.add_argument("--log-format", choices=("text", "json"), default="text")
+    return parser.parse_args(list(argv))
+
+
+def _provider(env: HypervisorEnvironment) -> DeviceProvider:
+    if env.simulated_gpus:
+        return SimulatedFileProvider(Path(env.simulated_gpus), node_name=env.node)
+    return NvmlProvider()
+
+
+async def run_hypervisor(
+    argv: Sequence[str], environ: Mapping[str, str], *, client: AsyncClient | None = None
+) -> int:
+    """Run the agent until a signal; returns the exit code."""
+    try:
+        args = _arguments(argv)
+        env = HypervisorEnvironment.from_mapping(environ)
+        discovery_s = env.discovery_interval_s
+        if args.discovery_interval:
+            discovery_s = parse_go_duration(args.discovery_interval) / 1e9
+    except (_ArgumentError, EnvironmentValueError, DurationError) as error:
+        configure_logging("text", "info")
+        _log.error("%s", error)
+        return EXIT_BAD_INPUT
+    configure_logging(args.log_format, env.log_level)
+    for warning in env.warnings:
+        _log.warning("%s", warning)
+    try:
+        hardware = parse_hardware_metadata(env.hardware_metadata, "TF_PROVIDER_HARDWARE_METADATA")
+        catalogue = load_gpu_catalogue()
+        provider = _provider(env)
+        client = client or make_client(args.kubeconfig)
+    except (ProviderError, KubeClientError) as error:
+        _log.error("%s", error)
+        return EXIT_BAD_INPUT
+
+    def models(device: DeviceInfo) -> ModelFacts:
+        found = lookup_tflops(device.model, hardware, catalogue, vendor=device.vendor)
+        return ModelFacts(found.tflops_milli, device.model, None if found.known else found.message)
+
+    sync = GPUObjectSync(
+        objects=LightkubeObjects(client), managed_gpus=managed_gpus_of(client),
+        events=EventRecorder(client, "tensor-fusion-hypervisor"), node=env.node, pool=env.pool,
+        isolation_policy=env.isolation_policy.value, isolation_mode=env.isolation_mode.value,
+        models=models, version=__version__, clock=time.time,
+    )  # fmt: skip
+    agent = NodeAgent(provider=provider, sync=sync, discovery_interval_s=discovery_s,
+                      heartbeat_interval_s=env.heartbeat_interval_s, clock=time.time)  # fmt: skip
+    pods = Informer(LightkubeSource(client, Pod, fields={"spec.nodeName": env.node}),
+                    name="node-pods")  # fmt: skip
+
+    async def allocate(resource: str, device_ids: tuple[str, ...]) -> AllocateAnswer:
+        inventory = agent.inventory
+        native = {gpu_name(d.uuid): d.uuid for d in inventory.devices} if inventory else {}
+        try:
+            found = allocate_worker(resource, len(device_ids), pods.list(), native)
+        except WorkerAllocationError as error:
+            raise AllocationRefusedError(str(error)) from None
+        _log.info("allocated %s to pod %s/%s", ",".join(found.gpus), found.namespace, found.pod)
+        return AllocateAnswer(envs=found.envs)
+
+    plugins = IndexDevicePlugins(allocate) if env.device_plugin else None
+
+    def registration() -> list[str]:
+        if plugins is None or plugins.registered:
+            return []
+        return [
+            f"device plugins not registered with the kubelet ({plugins.last_error or 'waiting'})"
+        ]
+
+    supervisor = Supervisor()
+    supervisor.start("node-pods", pods.run)
+    supervisor.start("agent", agent.run)
+    if plugins is not None:
+        await plugins.start()
+    address = join_host_port(env.bind_host, env.port) if env.bind_host else f":{env.port}"
+    try:
+        server = await serve(create_agent_app(agent, registration), address)
+    except OSError as error:
+        _log.error("cannot listen on %s: %s", address, error)
+        await supervisor.stop()
+        return EXIT_BAD_INPUT
+    _log.info("node agent of %s (pool %s, %s) listening on %s", env.node, env.pool or "-",
+              provider.name, server.address)  # fmt: skip
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        _log.info("node agent stopping")
+        await server.stop()
+        if plugins is not None:
+            await plugins.stop()
+        await supervisor.stop()
+    return 0

@@ -1,0 +1,23 @@
+"""`tensor-fusion hypervisor`: the node agent, configured by its pod's environment."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import typer
+
+from tensorfusion.app.hypervisor import run_hypervisor
+
+__all__ = ["hypervisor"]
+
+
+def hypervisor(ctx: typer.Context) -> None:
+    """Run the node agent of `GPU_NODE_NAME`.
+
+    Configured by the environment the controller renders into its pod (`GPU_NODE_NAME`,
+    `TENSOR_FUSION_POOL_NAME`, `HYPERVISOR_PORT`, `TF_ISOLATION_MODE`, ...; docs/hypervisor.md).
+    Flags: `--kubeconfig FILE` out of a pod, `--discovery-interval 10m`, `--log-format json`.
+    Exit 2 on a bad flag, variable or simulated-provider file.
+    """
+    raise typer.Exit(asyncio.run(run_hypervisor(list(ctx.args), os.environ)))

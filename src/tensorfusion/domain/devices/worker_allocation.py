@@ -1,0 +1,77 @@
+"""Which GPUs a container gets when the kubelet allocates its index resource (deployment.md
+§9, api.md §6): `index_<h>` with n devices is pod index p = n + 8 h; the worker pod on this
+node that carries p (not ended, not being deleted) names its GPUs in `gpu-ids`, which the
+container sees as `NVIDIA_VISIBLE_DEVICES` (device uuids in their native case)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from tensorfusion.domain.annotations import KEYS, IndexResourceError, Keys, decode_index
+from tensorfusion.domain.annotations import pod_index_from_containers as pod_index_of
+
+__all__ = ["VISIBLE_DEVICES", "WorkerAllocation", "WorkerAllocationError", "allocate_worker"]
+
+VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
+
+
+class WorkerAllocationError(ValueError):
+    """No worker pod, or no known GPU, for the devices the kubelet allocates."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerAllocation:
+    """The worker a container belongs to and the environment it gets."""
+
+    namespace: str
+    pod: str
+    gpus: tuple[str, ...]
+    envs: Mapping[str, str]
+
+
+def _live(pod: Mapping[str, Any]) -> bool:
+    metadata = pod.get("metadata") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    return not metadata.get("deletionTimestamp") and phase not in ("Succeeded", "Failed")
+
+
+def allocate_worker(
+    resource_name: str,
+    device_count: int,
+    pods: Iterable[Mapping[str, Any]],
+    native_uuids: Mapping[str, str],
+    keys: Keys = KEYS,
+) -> WorkerAllocation:
+    """The allocation of `device_count` devices of `resource_name` among the node's `pods`;
+    `native_uuids` maps a GPU object name to its device uuid."""
+    try:
+        index = decode_index(resource_name, device_count, keys)
+    except IndexResourceError as error:
+        raise WorkerAllocationError(str(error)) from None
+    holders = []
+    for pod in pods:
+        try:
+            if _live(pod) and pod_index_of(pod, keys) == index:
+                holders.append(pod)
+        except IndexResourceError:
+            continue
+    if not holders:
+        raise WorkerAllocationError(f"no worker pod with index {index} on this node")
+    pending = [pod for pod in holders if (pod.get("status") or {}).get("phase") == "Pending"]
+    pod = (pending or holders)[0]
+    metadata = pod.get("metadata") or {}
+    text = str((metadata.get("annotations") or {}).get(keys.gpu_ids) or "")
+    gpus = tuple(name.strip() for name in text.split(",") if name.strip())
+    name = f"{metadata.get('namespace')}/{metadata.get('name')}"
+    if not gpus:
+        raise WorkerAllocationError(f"worker pod {name} (index {index}) has no {keys.gpu_ids}")
+    unknown = [gpu for gpu in gpus if gpu not in native_uuids]
+    if unknown:
+        raise WorkerAllocationError(
+            f"worker pod {name} names GPUs this node does not have: {', '.join(unknown)}"
+        )
+    visible = ",".join(native_uuids[gpu] for gpu in gpus)
+    return WorkerAllocation(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""),
+                            gpus, {VISIBLE_DEVICES: visible})  # fmt: skip
