@@ -16,9 +16,9 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
-from tensorfusion.adapters.kube.events import InvolvedObject
+from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.domain.desired_state.objects import Obj, metadata_of
 from tensorfusion.runtime.leader_election import NotLeaderError
@@ -40,18 +40,6 @@ Fence = Callable[[], float]
 
 CONFLICT_ATTEMPTS: Final = 5
 """Attempts of one write that keeps meeting 409 (each with a fresh read) before giving up."""
-
-
-class EventSink(Protocol):
-    """`adapters.kube.events.EventRecorder`: records an Event, never raises."""
-
-    async def record(
-        self,
-        involved: InvolvedObject,
-        type_: Literal["Normal", "Warning"],
-        reason: str,
-        message: str,
-    ) -> None: ...
 
 
 def involved(kind: str, obj: Obj, api_version: str = "tensor-fusion.ai/v1") -> InvolvedObject:

@@ -12,14 +12,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, TypeVar
+from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
 import orjson
 from lightkube import AsyncClient
 
 from tensorfusion.adapters.kube.client import raw_http
-from tensorfusion.adapters.kube.events import InvolvedObject
+from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.devices.gpu_objects import (
@@ -47,18 +47,6 @@ ATTEMPTS: Final = 3
 BACKOFF_S: Final = 0.2
 UNKNOWN_MODEL: Final = "UnknownGPUModel"
 _GPUS: Final = "/apis/tensor-fusion.ai/v1/gpus"
-
-
-class EventSink(Protocol):
-    """Where Events go (an `EventRecorder`)."""
-
-    async def record(
-        self,
-        involved: InvolvedObject,
-        type_: Literal["Normal", "Warning"],
-        reason: str,
-        message: str,
-    ) -> None: ...
 
 
 class GPUNodeMissingError(RuntimeError):

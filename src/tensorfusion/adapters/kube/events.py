@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import orjson
 from lightkube import AsyncClient
@@ -20,7 +20,7 @@ from lightkube.models.core_v1 import ObjectReference
 
 from tensorfusion.adapters.kube.client import raw_http
 
-__all__ = ["EventRecorder", "InvolvedObject"]
+__all__ = ["EventRecorder", "EventSink", "InvolvedObject"]
 
 _log = logging.getLogger(__name__)
 _CACHE_SIZE: Final = 4096
@@ -58,6 +58,18 @@ class _Written:
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+class EventSink(Protocol):
+    """Where Events go (an `EventRecorder`; fakes in tests): records one, never raises."""
+
+    async def record(
+        self,
+        involved: InvolvedObject,
+        type_: Literal["Normal", "Warning"],
+        reason: str,
+        message: str,
+    ) -> None: ...
 
 
 class EventWriteError(Exception):
