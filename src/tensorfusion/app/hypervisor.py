@@ -4,7 +4,9 @@ It reads its pod's environment (`HypervisorEnvironment`), picks the GPU provider
 file of `TF_SIMULATED_GPUS`, else NVML), and runs under one Supervisor: the discovery and
 heartbeat loops (`NodeAgent`), a cache of the pods bound to its node (the worker pods whose
 index resources it allocates), the kubelet device plugins of the 16 index resources (unless
-`TF_KUBELET_DEVICE_PLUGIN=false`), and HTTP on `HYPERVISOR_PORT`. Exit 0 on SIGTERM or SIGINT,
+`TF_KUBELET_DEVICE_PLUGIN=false`), the metrics loop (usage and log rows for
+`TF_METRICS_WRITE_URL`, when set), the device-plugin coexistence loop (with
+`DETECT_IN_USED_GPUS=true`) and HTTP on `HYPERVISOR_PORT`. Exit 0 on SIGTERM or SIGINT,
 2 on a bad flag, variable or provider file.
 """
 
@@ -45,7 +47,9 @@ from tensorfusion.domain.settings.environment_values import EnvironmentValueErro
 from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnvironment
 from tensorfusion.hypervisor.agent import NodeAgent
 from tensorfusion.hypervisor.agent_http import create_agent_app
+from tensorfusion.hypervisor.device_usage import DeviceUsageLoop
 from tensorfusion.hypervisor.object_sync import GPUObjectSync, ModelFacts, managed_gpus_of
+from tensorfusion.hypervisor.usage_metrics import usage_metrics
 from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.informer_lightkube import LightkubeSource
 from tensorfusion.runtime.supervision import Supervisor
@@ -142,6 +146,14 @@ async def run_hypervisor(
     supervisor = Supervisor()
     supervisor.start("node-pods", pods.run)
     supervisor.start("agent", agent.run)
+    usage = usage_metrics(env, provider=provider, agent=agent, sync=sync, pods=pods.list)
+    if usage is not None:
+        supervisor.start("usage-metrics", usage.run)
+    device_usage = DeviceUsageLoop(node=env.node, enabled=env.detect_in_used_gpus,
+                                   objects=LightkubeObjects(client),
+                                   managed_gpus=managed_gpus_of(client))  # fmt: skip
+    if device_usage.enabled:
+        supervisor.start("device-usage", device_usage.run)
     if plugins is not None:
         await plugins.start()
     address = join_host_port(env.bind_host, env.port) if env.bind_host else f":{env.port}"

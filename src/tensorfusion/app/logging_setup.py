@@ -10,7 +10,13 @@ from typing import Final, Literal
 
 __all__ = ["configure_logging"]
 
-_LEVELS: Final = {"debug": logging.DEBUG, "info": logging.INFO, "error": logging.ERROR}
+_LEVELS: Final = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 _RESERVED: Final = frozenset(vars(logging.makeLogRecord({})))
 
 

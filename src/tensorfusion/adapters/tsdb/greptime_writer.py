@@ -217,8 +217,11 @@ class LineProtocolWriter:
                 wait_s = oldest + self._batch_age_s - time.monotonic()
                 if wait_s > 0:
                     self._wake.clear()
+                    # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
+                    # arrives as the wait completes, and close() would then wait forever.
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), wait_s)
+                        async with asyncio.timeout(wait_s):
+                            await self._wake.wait()
                     continue
             batch = self.buffer.peek_batch(_BATCH_ROWS, _BATCH_BYTES)
             outcome = await self._post(batch)

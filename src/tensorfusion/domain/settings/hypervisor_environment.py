@@ -29,6 +29,7 @@ DEFAULT_METRICS_INTERVAL_S: Final = 10.0
 MIN_METRICS_INTERVAL_S: Final = 1.0
 DEFAULT_DISCOVERY_INTERVAL_S: Final = 600.0
 HEARTBEAT_INTERVAL_S: Final = 30.0
+SERVICE_ACCOUNT_TOKEN_FILE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
@@ -79,6 +80,10 @@ class HypervisorEnvironment:
     metrics_write_db: str = ""
     metrics_write_user: str = ""
     metrics_write_password: str = ""
+    metrics_write_token_file: str = SERVICE_ACCOUNT_TOKEN_FILE
+    """`TF_METRICS_WRITE_TOKEN_FILE`: the bearer token sent with metric writes (the embedded
+    store checks it), read anew every metrics cycle; default the pod's ServiceAccount token.
+    Out of a pod (tests, `dev up`), a file holding a token of the agent's ServiceAccount."""
     simulated_gpus: str = ""
     """`TF_SIMULATED_GPUS`: a simulated provider file (tests, demos); empty means NVML."""
     warnings: tuple[str, ...] = field(default=())
@@ -131,6 +136,8 @@ class HypervisorEnvironment:
             metrics_write_db=env.get("TF_METRICS_WRITE_DB", "").strip(),
             metrics_write_user=env.get("TF_METRICS_WRITE_USER", ""),
             metrics_write_password=env.get("TF_METRICS_WRITE_PASSWORD", ""),
+            metrics_write_token_file=env.get("TF_METRICS_WRITE_TOKEN_FILE", "").strip()
+            or SERVICE_ACCOUNT_TOKEN_FILE,
             simulated_gpus=env.get("TF_SIMULATED_GPUS", "").strip(),
             warnings=tuple(warnings),
         )

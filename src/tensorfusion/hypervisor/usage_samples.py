@@ -1,0 +1,138 @@
+"""What one metrics cycle of the agent records (metrics.md §3.1, §3.2), from the provider's
+samples and the pods bound to the node: one `GPUUsageSample` per sampled GPU and one
+`WorkerUsageSample` per (worker, allocated GPU) for every worker holding GPUs, idle or not.
+
+A worker is a pod on the node whose `gpu-ids` names GPUs and that has not ended. Its share,
+VRAM and limiter counters come from the samples keyed by pod name (only the simulated
+provider has them; 0 otherwise); its VRAM limit from `vram-limit` (else the GPU's total); its
+workload from the `workload` label (`unknown` when absent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tensorfusion.domain.annotation_values import InvalidValueError, parse_vram_bytes
+from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.devices.gpu_objects import gpu_name
+from tensorfusion.domain.devices.inventory import DeviceSample, LimiterCounters
+from tensorfusion.domain.metrics.recorders import GPUUsageSample, WorkerUsageSample
+
+__all__ = ["NodeFigures", "Worker", "usage_samples", "workers_of"]
+
+UNKNOWN_WORKLOAD = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """A pod holding GPUs on this node."""
+
+    pod: str
+    namespace: str
+    pool: str
+    workload: str
+    gpus: tuple[str, ...]
+    """GPU object names (lower-case uuids) from `gpu-ids`."""
+    vram_limit_bytes: int = 0
+    """Per GPU, from `vram-limit`; 0 when absent or invalid."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFigures:
+    """The node's identity and what the last discovery knew of its GPUs, by GPU name."""
+
+    node: str
+    pool: str
+    tflops_milli: Mapping[str, int]
+    vram_bytes: Mapping[str, int]
+
+
+def _vram_limit(text: object) -> int:
+    if not isinstance(text, str) or not text.strip():
+        return 0
+    try:
+        return parse_vram_bytes(text)
+    except InvalidValueError:
+        return 0
+
+
+def workers_of(
+    pods: Iterable[Mapping[str, Any]], default_pool: str, keys: Keys = KEYS
+) -> list[Worker]:
+    """The workers among the node's pods (not ended, with a non-empty `gpu-ids`)."""
+    found: list[Worker] = []
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        metadata = pod.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        gpus = tuple(
+            name.strip().lower()
+            for name in str(annotations.get(keys.gpu_ids) or "").split(",")
+            if name.strip()
+        )
+        if not gpus:
+            continue
+        labels = metadata.get("labels") or {}
+        found.append(
+            Worker(
+                pod=str(metadata.get("name") or ""),
+                namespace=str(metadata.get("namespace") or ""),
+                pool=str(annotations.get(keys.gpupool) or default_pool),
+                workload=str(labels.get(keys.workload) or UNKNOWN_WORKLOAD),
+                gpus=gpus,
+                vram_limit_bytes=_vram_limit(annotations.get(keys.vram_limit)),
+            )
+        )
+    return found
+
+
+def _gpu_sample(node: NodeFigures, sample: DeviceSample) -> GPUUsageSample:
+    name = gpu_name(sample.uuid)
+    return GPUUsageSample(
+        node=node.node, pool=node.pool, uuid=name,
+        compute_percentage=sample.compute_percentage,
+        capacity_tflops=node.tflops_milli.get(name, 0) / 1000,
+        memory_bytes=sample.memory_used_bytes,
+        memory_total_bytes=node.vram_bytes.get(name, 0),
+        temperature=sample.temperature_c, power_usage=sample.power_w,
+        rx=sample.pcie_rx_kb_per_s, tx=sample.pcie_tx_kb_per_s,
+        graphics_clock_mhz=sample.graphics_clock_mhz, sm_clock_mhz=sample.sm_clock_mhz,
+        memory_clock_mhz=sample.memory_clock_mhz, video_clock_mhz=sample.video_clock_mhz,
+        nvlink_rx=sample.nvlink_rx_kb_per_s, nvlink_tx=sample.nvlink_tx_kb_per_s,
+    )  # fmt: skip
+
+
+def _worker_sample(
+    node: NodeFigures, worker: Worker, gpu: str, sample: DeviceSample | None
+) -> WorkerUsageSample:
+    share = dict(sample.worker_compute_percentage) if sample else {}
+    memory = dict(sample.worker_memory_bytes) if sample else {}
+    counters = (dict(sample.limiter) if sample else {}).get(worker.pod, LimiterCounters())
+    return WorkerUsageSample(
+        worker=worker.pod, namespace=worker.namespace, pool=worker.pool, node=node.node,
+        uuid=gpu, workload=worker.workload,
+        compute_percentage=share.get(worker.pod, 0.0),
+        capacity_tflops=node.tflops_milli.get(gpu, 0) / 1000,
+        memory_bytes=memory.get(worker.pod, 0),
+        memory_limit_bytes=worker.vram_limit_bytes or node.vram_bytes.get(gpu, 0),
+        compute_throttled_cnt=counters.compute_throttled,
+        vram_freezed_cnt=counters.vram_freezed,
+        vram_resumed_cnt=counters.vram_resumed,
+    )  # fmt: skip
+
+
+def usage_samples(
+    node: NodeFigures, samples: Sequence[DeviceSample], workers: Sequence[Worker]
+) -> tuple[list[GPUUsageSample], list[WorkerUsageSample]]:
+    """One cycle's GPU samples and worker samples (a row per worker and allocated GPU)."""
+    by_gpu = {gpu_name(sample.uuid): sample for sample in samples}
+    gpus = [_gpu_sample(node, sample) for sample in samples]
+    per_worker = [
+        _worker_sample(node, worker, gpu, by_gpu.get(gpu))
+        for worker in workers
+        for gpu in worker.gpus
+    ]
+    return gpus, per_worker
