@@ -14,6 +14,8 @@ from typing import Any
 
 from lightkube import AsyncClient
 
+from tensorfusion import __version__
+from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.adapters.kube.object_client import LightkubeObjects
 from tensorfusion.app.controller_informers import ControllerInformers
@@ -21,6 +23,7 @@ from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.cluster_reconciler import ClusterReconciler
 from tensorfusion.controller.fenced_writes import FencedWriter
 from tensorfusion.controller.gpu_node_reconciler import GPUNodeReconciler
+from tensorfusion.controller.hypervisor_pods import HypervisorPodReconciler
 from tensorfusion.controller.node_taint import ProgressiveTaintReconciler
 from tensorfusion.controller.pod_release import PodReleaser
 from tensorfusion.controller.pool_reconciler import PoolStatusReconciler
@@ -28,12 +31,20 @@ from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.controller.replica_recount import ReplicaRecount
 from tensorfusion.controller.status_writeback import GPUStatusWriter, QuotaStatusWriter
 from tensorfusion.controller.workload_lifecycle import WorkloadLifecycle
+from tensorfusion.domain.desired_state.hypervisor_pods import (
+    HypervisorPodSettings,
+    metrics_write_target,
+)
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 from tensorfusion.domain.settings.controller_flags import ControllerFlags
+from tensorfusion.runtime.informer import Informer
+from tensorfusion.runtime.informer_lightkube import LightkubeSource
 
 __all__ = ["ControllerReconcilers"]
 
 Fence = Callable[[], float]
+HYPERVISOR_IMAGE = f"tensorfusion/tensor-fusion-hypervisor:{__version__}"
+"""The agent image of a pool that names none (the controller's own version, deployment.md §4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +60,9 @@ class ControllerReconcilers:
     taint: ProgressiveTaintReconciler
     recount: ReplicaRecount
     workloads: WorkloadLifecycle
+    hypervisor_pods: HypervisorPodReconciler
+    provider_configs: Informer
+    """ProviderConfigs (their hardware metadata goes into agent pods), listed by the leader."""
 
     @classmethod
     def create(
@@ -69,13 +83,27 @@ class ControllerReconcilers:
             "recorder": EventRecorder(client, "tensor-fusion-controller"),
         }
         timed: dict[str, Any] = {**writes, "clock": time.time}
-        agent_pods = caches.hypervisor_pods if flags.agent_readiness == "pod" else None
+        providers = Informer(LightkubeSource(client, resource_of("ProviderConfig")),
+                             name="ProviderConfig")  # fmt: skip
+        agent_pods = HypervisorPodReconciler(
+            gpu_nodes=caches.gpu_nodes, nodes=caches.nodes, pools=caches.pools,
+            hypervisor_pods=caches.hypervisor_pods, templates=caches.templates,
+            provider_configs=providers, wait_synced=providers.wait_synced,
+            settings=HypervisorPodSettings(
+                namespace=env.namespace, default_image=HYPERVISOR_IMAGE,
+                service_account=env.hypervisor_service_account,
+                isolation_policy=env.isolation_policy.value,
+                detect_in_used_gpus=env.progressive_migration,
+                metrics=metrics_write_target(env),
+            ),
+            **writes,
+        )  # fmt: skip
         recount = ReplicaRecount(pods=caches.workers, **timed)
         return cls(
             clusters=ClusterReconciler(clusters=caches.clusters, pools=caches.pools, **timed),
             gpu_nodes=GPUNodeReconciler(
                 nodes=caches.nodes, gpu_nodes=caches.gpu_nodes, gpus=caches.gpus,
-                pools=caches.pools, hypervisor_pods=agent_pods, state=state,
+                pools=caches.pools, hypervisor_pods=caches.hypervisor_pods, state=state,
                 initial_selector=env.gpu_node_selector, agent_readiness=flags.agent_readiness,
                 **timed,
             ),
@@ -90,6 +118,8 @@ class ControllerReconcilers:
                                              fence=fence, enabled=env.progressive_migration),
             recount=recount,
             workloads=WorkloadLifecycle(pods=caches.workers, workloads=caches.workloads, **timed),
+            hypervisor_pods=agent_pods,
+            provider_configs=providers,
         )  # fmt: skip
 
     def register(self, caches: ControllerInformers) -> None:
@@ -109,12 +139,18 @@ class ControllerReconcilers:
         caches.nodes.add_handler(self.gpu_nodes.on_node)
         caches.nodes.add_handler(self.taint.on_node)
         caches.hypervisor_pods.add_handler(self.gpu_nodes.on_hypervisor_pod)
+        caches.gpu_nodes.add_handler(self.hypervisor_pods.on_gpu_node)
+        caches.nodes.add_handler(self.hypervisor_pods.on_node)
+        caches.hypervisor_pods.add_handler(self.hypervisor_pods.on_pod)
+        caches.pools.add_handler(self.hypervisor_pods.on_pool)
+        caches.templates.add_handler(self.hypervisor_pods.on_template)
+        self.provider_configs.add_handler(self.hypervisor_pods.on_provider_config)
 
     def loops(self) -> list[ReconcileLoop[Any]]:
         """The reconcilers' work queues (the status writers work on timers)."""
         return [self.clusters.loop, self.gpu_nodes.loop, self.pools.loop, self.pods.loop,
                 self.taint.loop, self.recount.loop, self.workloads.owners,
-                self.workloads.collection]  # fmt: skip
+                self.workloads.collection, self.hypervisor_pods.loop]  # fmt: skip
 
     def writers(self) -> list[tuple[str, FencedWriter]]:
         """Each reconciler's API writer, by loop name."""
@@ -122,7 +158,8 @@ class ControllerReconcilers:
                 ("pools", self.pools.writer), ("pods", self.pods.writer),
                 ("gpu-status", self.gpu_status.writer), ("quota-status", self.quota_status.writer),
                 ("taint", self.taint.writer), ("replica-recount", self.recount.writer),
-                ("workloads", self.workloads.writer)]  # fmt: skip
+                ("workloads", self.workloads.writer),
+                ("hypervisor-pods", self.hypervisor_pods.writer)]  # fmt: skip
 
     def work(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         """The leader-only loops, by name."""
@@ -136,4 +173,6 @@ class ControllerReconcilers:
             ("taint", self.taint.run),
             ("replica-recount", self.recount.run),
             ("workloads", self.workloads.run),
+            ("provider-configs", self.provider_configs.run),
+            ("hypervisor-pods", self.hypervisor_pods.run),
         ]

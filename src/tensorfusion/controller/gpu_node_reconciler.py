@@ -65,8 +65,9 @@ class GPUNodeReconciler:
     """A GPUNode per Node matching a pool, kept in step with the allocator and the agent.
 
     Wire `on_node` (Node informer), `on_gpu_node` (GPUNode), `on_gpu` (GPU), `on_pool`
-    (GPUPool) and, with `agent_readiness="pod"`, `on_hypervisor_pod` (pods labelled
-    `tensor-fusion.ai/component=hypervisor`); run `run()` under the Supervisor on the leader.
+    (GPUPool) and `on_hypervisor_pod` (pods labelled `tensor-fusion.ai/component=hypervisor`:
+    in `pod` mode their readiness, in `heartbeat` mode their creation, which a heartbeat must
+    follow); run `run()` under the Supervisor on the leader.
     `initial_selector` is `INITIAL_GPU_NODE_LABEL_SELECTOR` (a `kubectl -l` string;
     `LabelQueryError` when it does not parse).
     """

@@ -38,6 +38,11 @@ class TsdbEnvironment:
     is_cloud: bool = False
     user: str = ""
     password: str = ""
+    password_secret: str = ""
+    """`TSDB_PASSWORD_SECRET_NAME`: the Secret of the cloud password, which hypervisor pods
+    reference (default `<TF_RELEASE_FULLNAME>-greptimedb-secret`, the chart's)."""
+    password_secret_key: str = "password"
+    """`TSDB_PASSWORD_SECRET_KEY`: its key."""
 
     @property
     def greptime(self) -> bool:
@@ -93,6 +98,8 @@ class ControllerEnvironment:
             is_cloud=env_bool(env, "TSDB_IS_CLOUD", False),
             user=env.get("TSDB_MYSQL_USER", ""),
             password=env.get("TSDB_MYSQL_PASSWORD", ""),
+            password_secret=env.get("TSDB_PASSWORD_SECRET_NAME", "").strip(),
+            password_secret_key=env.get("TSDB_PASSWORD_SECRET_KEY", "").strip() or "password",
         )
         return cls(
             release_fullname=env.get("TF_RELEASE_FULLNAME", "").strip() or DEFAULT_RELEASE,
