@@ -24,7 +24,7 @@ ON = RolloutPolicy(auto_update=True, batch_percentage=20, batch_interval_s=300)
 
 def nodes(outdated: int, total: int = 10, ready: bool = True) -> list[NodeRollout]:
     return [NodeRollout(f"n{i}", created_at=float(100 - i), ready=ready,
-                        pod_hash="old" if i < outdated else "new")
+                        in_sync=i >= outdated)
             for i in range(total)]  # fmt: skip
 
 
@@ -49,11 +49,11 @@ def test_batches_take_the_oldest_outdated_nodes_and_wait_for_their_agents() -> N
     first = plan()
     assert first.replace == ("n9", "n8"), "ceil(20 % of 10) = 2, the oldest GPUNodes first"
     assert first.in_progress == first.replace
-    waiting = [NodeRollout(n.name, n.created_at, "new" if n.name in ("n9", "n8") else "old",
+    waiting = [NodeRollout(n.name, n.created_at, in_sync=n.name in ("n9", "n8"),
                            ready=n.name != "n8") for n in nodes(10)]  # fmt: skip
     pending = plan(node_list=waiting, in_progress=("n9", "n8"))
     assert pending.replace == () and pending.in_progress == ("n9", "n8")
-    ready = [NodeRollout(n.name, n.created_at, n.pod_hash, True) for n in waiting]
+    ready = [NodeRollout(n.name, n.created_at, n.in_sync, True) for n in waiting]
     complete = plan(node_list=ready, in_progress=("n9", "n8"))
     assert complete.batch_completed and complete.progress == 20 and complete.replace == ()
     early = plan(node_list=ready, last=NOW - timedelta(seconds=100))

@@ -48,12 +48,13 @@ class RolloutPolicy:
 
 @dataclass(frozen=True, slots=True)
 class NodeRollout:
-    """One node: when its GPUNode was created, its current pod's hash, whether its agent is
-    ready with that pod (§10 step 6)."""
+    """One node: when its GPUNode was created, whether its current pod is the one rendered now
+    (the hash covers the whole pod, so it is per node), and whether its agent is ready with
+    that pod (§10 step 6)."""
 
     name: str
     created_at: float
-    pod_hash: str | None
+    in_sync: bool
     ready: bool
 
 
@@ -131,10 +132,10 @@ def plan_rollout(
     last_batch_at: datetime | None,
     now: datetime,
 ) -> RolloutPlan:
-    """The step of the rollout of `component_hash` (the pool's status recorded `recorded_hash`
-    before) over `nodes`."""
+    """The step of the rollout of the pool's component configuration `component_hash` (its
+    status recorded `recorded_hash` before) over `nodes`."""
     total = len(nodes)
-    outdated = sorted((n for n in nodes if n.pod_hash != component_hash),
+    outdated = sorted((n for n in nodes if not n.in_sync),
                       key=lambda n: (n.created_at, n.name))  # fmt: skip
     done = total - len(outdated)
     progress = 100 if total == 0 else done * 100 // total
@@ -149,8 +150,7 @@ def plan_rollout(
     by_name = {n.name: n for n in nodes}
     batch = [name for name in in_progress if name in by_name]
     if batch:
-        complete = all(by_name[name].pod_hash == component_hash and by_name[name].ready
-                       for name in batch)  # fmt: skip
+        complete = all(by_name[name].in_sync and by_name[name].ready for name in batch)
         if not complete:
             return replace(plan, in_progress=tuple(batch), recheck_s=BATCH_POLL_S)
         return replace(plan, batch_completed=True, recheck_s=policy.batch_interval_s)
