@@ -201,7 +201,13 @@ async def run_controller(
     registry = CollectorRegistry()
     alerts, config, metrics = _alerting(process, registry)
     reconcilers = ControllerReconcilers.create(
-        client=client, fence=process.fence, state=state, flags=flags, env=env, caches=informers
+        client=client,
+        fence=process.fence,
+        state=state,
+        flags=flags,
+        env=env,
+        caches=informers,
+        dynamic_config=lambda: config.config,
     )
     reconcilers.register(informers)
     registry.register(ControllerCollector(

@@ -31,6 +31,7 @@ from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.controller.replica_recount import ReplicaRecount
 from tensorfusion.controller.status_writeback import GPUStatusWriter, QuotaStatusWriter
 from tensorfusion.controller.workload_lifecycle import WorkloadLifecycle
+from tensorfusion.domain.alerting.dynamic_config import DynamicConfig
 from tensorfusion.domain.desired_state.hypervisor_pods import (
     HypervisorPodSettings,
     metrics_write_target,
@@ -74,8 +75,10 @@ class ControllerReconcilers:
         flags: ControllerFlags,
         env: ControllerEnvironment,
         caches: ControllerInformers,
+        dynamic_config: Callable[[], DynamicConfig] = DynamicConfig,
     ) -> ControllerReconcilers:
-        """The reconcilers over the replica's caches, writing through `client` once fenced."""
+        """The reconcilers over the replica's caches, writing through `client` once fenced;
+        `dynamic_config` is the hot-reloaded `config.yaml` (crash guard, extra metric labels)."""
         objects = LightkubeObjects(client)
         writes: dict[str, Any] = {
             "client": objects,
@@ -96,6 +99,8 @@ class ControllerReconcilers:
                 detect_in_used_gpus=env.progressive_migration,
                 metrics=metrics_write_target(env),
             ),
+            max_crash_count=lambda: dynamic_config().hypervisor_max_crash_count,
+            metrics_extra_labels=lambda: dynamic_config().metrics_extra_pod_labels,
             **writes,
         )  # fmt: skip
         recount = ReplicaRecount(pods=caches.workers, **timed)

@@ -16,6 +16,7 @@ __all__ = ["DEFAULT_TTL", "DynamicConfig", "DynamicConfigError", "parse_dynamic_
 
 DEFAULT_TTL: Final = "30d"
 DEFAULT_RECORD_INTERVAL: Final = "10s"
+DEFAULT_MAX_CRASH_COUNT: Final = 5
 _MIN_RECORD_INTERVAL_MS: Final = 5000
 
 
@@ -32,6 +33,7 @@ class DynamicConfig:
     metrics_record_interval: str = DEFAULT_RECORD_INTERVAL
     metrics_record_interval_ms: int = 10_000
     metrics_extra_pod_labels: Mapping[str, str] = field(default_factory=dict)
+    hypervisor_max_crash_count: int = DEFAULT_MAX_CRASH_COUNT
     raw: Mapping[str, Any] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -93,12 +95,20 @@ def parse_dynamic_config(
             "non-empty tag names; keeping the previous mapping"
         )
         labels = before.metrics_extra_pod_labels
+    crashes = document.get("hypervisorMaxCrashCount", DEFAULT_MAX_CRASH_COUNT)
+    if isinstance(crashes, bool) or not isinstance(crashes, int) or crashes < 0:
+        problems.append(
+            f"{source}: hypervisorMaxCrashCount: invalid value {crashes!r}: must be a whole "
+            f"number, 0 to disable; keeping {before.hypervisor_max_crash_count}"
+        )
+        crashes = before.hypervisor_max_crash_count
     return DynamicConfig(
         rules=rules,
         metrics_ttl=str(ttl),
         metrics_record_interval=str(interval),
         metrics_record_interval_ms=interval_ms,
         metrics_extra_pod_labels=dict(labels),
+        hypervisor_max_crash_count=crashes,
         raw=dict(document),
         problems=tuple(problems),
         warnings=tuple(warnings),

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from tensorfusion.domain.alerting.dynamic_config import DEFAULT_MAX_CRASH_COUNT
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.desired_state.hypervisor_pods import pod_hash_of
 from tensorfusion.domain.desired_state.objects import (
@@ -47,7 +48,6 @@ __all__ = [
     "node_ready",
 ]
 
-DEFAULT_MAX_CRASH_COUNT: Final = 5
 DRIVER_UPGRADE_LABEL: Final = "nvidia.com/gpu-driver-upgrade-state"
 UPGRADE_DONE: Final = "upgrade-done"
 _ENDED: Final = ("Succeeded", "Failed")
