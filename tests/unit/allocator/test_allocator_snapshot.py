@@ -595,3 +595,15 @@ def test_changing_the_original_never_changes_the_copy() -> None:
     original.release("u-ml-b")
     original.remove_gpu("c1")
     assert everything(copy) == before
+
+
+def test_node_facts_that_did_not_change_do_not_mark_the_node() -> None:
+    allocator = filtered_cluster()
+    cursor = allocator.changes("test", unique=True)
+    cursor.take_nodes()
+    allocator.set_node_facts("node-a", ram_bytes=1, disk_bytes=2, hypervisor_index0=3)
+    assert cursor.take_nodes() == {"node-a"}
+    allocator.set_node_facts("node-a", ram_bytes=1, disk_bytes=2, hypervisor_index0=3)
+    assert cursor.take_nodes() == set(), "a heartbeat with the same facts is no change"
+    allocator.set_node_facts("node-a", ram_bytes=1, disk_bytes=2, hypervisor_index0=4)
+    assert cursor.take_nodes() == {"node-a"}

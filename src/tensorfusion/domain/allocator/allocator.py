@@ -103,8 +103,12 @@ class Allocator:
     def set_node_facts(
         self, name: str, *, ram_bytes: int, disk_bytes: int, hypervisor_index0: int | None
     ) -> None:
-        """Host RAM and disk (virtual VRAM) and the agent's `index_0` allocatable."""
+        """Host RAM and disk (virtual VRAM) and the agent's `index_0` allocatable; the node is
+        marked changed only when one of them changed (a heartbeat changes none)."""
         state = self.node(name)
+        if (state.ram_bytes, state.disk_bytes, state.hypervisor_index0) == (
+            ram_bytes, disk_bytes, hypervisor_index0):  # fmt: skip
+            return
         state.ram_bytes, state.disk_bytes = ram_bytes, disk_bytes
         state.hypervisor_index0 = hypervisor_index0
         self._changes.node_changed(name)
