@@ -11,7 +11,6 @@ of 30 s (still at least twice the sampling interval, metrics.md §2), to keep th
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,12 @@ from tensorfusion.domain.settings.controller_environment import DEFAULT_HYPERVIS
 
 from ..integration.loopback_peers import alertmanagers_on
 from .conftest import DeleteLater
-from .controller_replicas import Replica, Start, install_crds
+from .controller_replicas import Replica, Start
 from .controlplane import ControlPlane, eventually, free_port
 from .nodes import FakeGpuNodes
 from .test_controller_process_alerts import notices, service_account_token
-from .test_controller_reconcilers import GPU, GPU_NODE, POD, POOL, V1, read, worker_pod
-from .test_node_agent import H100, start_agent
+from .test_controller_reconcilers import GPU, GPU_NODE, POD, read, worker_pod
+from .test_node_agent import H100, pool_of_one_node, start_agent
 
 pytestmark = pytest.mark.cluster
 
@@ -110,19 +109,7 @@ async def test_agent_rows_reach_the_embedded_store_and_fire_the_default_rules(
     cluster_objects: DeleteLater,
     tmp_path: Path,
 ) -> None:
-    await install_crds(control_plane)
-    run = secrets.token_hex(3)
-    pool = f"tf-{run}-pool"
-    [node_model] = await fake_gpu_nodes(1, labels={"tf-run": run})
-    assert node_model.metadata is not None and node_model.metadata.name
-    node = node_model.metadata.name
-    selector = {"nodeSelectorTerms": [{"matchExpressions": [
-        {"key": "tf-run", "operator": "In", "values": [run]}]}]}  # fmt: skip
-    spec = {"nodeManagerConfig": {"nodeSelector": selector}}
-    await kube.create(POOL({"apiVersion": V1, "kind": "GPUPool", "metadata": {"name": pool},
-                            "spec": spec}))  # fmt: skip
-    cluster_objects(POOL, pool)
-    cluster_objects(GPU_NODE, node)
+    run, pool, node = await pool_of_one_node(control_plane, kube, fake_gpu_nodes, cluster_objects)
     hot, cool = f"GPU-{run}-HOT", f"GPU-{run}-COOL"
     for name in (hot, cool):
         cluster_objects(GPU, name.lower())

@@ -60,15 +60,14 @@ async def http(method: str, url: str) -> tuple[int, Any]:
         return reply.status, text
 
 
-async def test_an_agent_with_simulated_gpus_writes_them_and_follows_the_provider(
+async def pool_of_one_node(
     control_plane: ControlPlane,
     kube: AsyncClient,
-    namespace: str,
-    replicas: Start,
     fake_gpu_nodes: FakeGpuNodes,
     cluster_objects: DeleteLater,
-    tmp_path: Path,
-) -> None:
+) -> tuple[str, str, str]:
+    """(run, pool, node): the CRDs, one fake GPU node labelled `tf-run=<run>`, and a GPUPool
+    selecting it; the pool and the node's GPUNode are deleted after the test."""
     await install_crds(control_plane)
     run = secrets.token_hex(3)
     pool = f"tf-{run}-pool"
@@ -82,6 +81,19 @@ async def test_an_agent_with_simulated_gpus_writes_them_and_follows_the_provider
                             "spec": spec}))  # fmt: skip
     cluster_objects(POOL, pool)
     cluster_objects(GPU_NODE, node)
+    return run, pool, node
+
+
+async def test_an_agent_with_simulated_gpus_writes_them_and_follows_the_provider(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+    tmp_path: Path,
+) -> None:
+    run, pool, node = await pool_of_one_node(control_plane, kube, fake_gpu_nodes, cluster_objects)
     native = [f"GPU-{run}-{i}-AB" for i in range(3)]
     uuids = [uuid.lower() for uuid in native]
     for name in uuids:

@@ -31,8 +31,8 @@ from tensorfusion.domain.scheduling.scheduler_config import scheduler_name
 
 from ..unit.admission.admission_builders import make_pod, resources_ok
 from .conftest import DeleteLater
-from .controller_replicas import Replica, Start, holder
-from .controlplane import Component, ControlPlane, eventually, free_port
+from .controller_replicas import Start, holder
+from .controlplane import ControlPlane, eventually, free_port
 from .nodes import FakeGpuNodes
 from .test_controller_reconcilers import GPU, POD, read
 from .test_scheduling import (
@@ -42,7 +42,7 @@ from .test_scheduling import (
     records_match,
     webhook_worker,
 )
-from .webhook_setup import register_webhook
+from .webhook_setup import register_webhook, wait_ready
 
 pytestmark = pytest.mark.cluster
 
@@ -60,19 +60,6 @@ DEVICE_PLUGIN = "nvidia-device-plugin"
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-async def wait_ready(replica: Replica, components: Sequence[Component]) -> None:
-    """`/readyz` of the replica answers 200 (its webhook has its certificate)."""
-
-    async def ready() -> bool:
-        try:
-            code, _ = await replica.get("/readyz", health=True)
-        except OSError:
-            return False
-        return code == 200
-
-    await eventually(ready, what=f"{replica.component.name} ready", components=components)
 
 
 def tf_pod(name: str, namespace: str, pool: str) -> dict[str, Any]:

@@ -21,10 +21,8 @@ from typing import Any
 
 import pytest
 from lightkube import ApiError, AsyncClient
-from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.core_v1 import Pod
-from lightkube.resources.scheduling_v1 import PriorityClass
 from lightkube.types import PatchType
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
@@ -34,7 +32,7 @@ from .conftest import DeleteLater
 from .controller_replicas import Replica, Start, holder
 from .controlplane import Component, ControlPlane, eventually
 from .tcp_proxy import round_robin_proxy
-from .webhook_setup import WebhookCluster, start_webhook
+from .webhook_setup import PRIORITY_CLASSES, WebhookCluster, create_priority_classes, start_webhook
 
 pytestmark = pytest.mark.cluster
 
@@ -61,11 +59,6 @@ REPLICA_SET: Any = ReplicaSet
 #: The rollback example's container: it keeps `nvidia.com/gpu` during the migration.
 PYTHON = {"name": "python", "image": "python:3.12", "resources": {"limits": {GPU: "1"}}}
 #: api.md §7; installed with the product, so created by the test.
-PRIORITY_CLASSES = {
-    "tensor-fusion-critical": 100000,
-    "tensor-fusion-high": 10000,
-    "tensor-fusion-medium": 0,
-}
 
 
 # --------------------------------------------------------------------------- objects
@@ -363,19 +356,6 @@ async def test_the_guides_partial_rollout_raise_remove_and_roll_back(
     template = await template_of(kube, namespace, "web")
     assert template["metadata"]["labels"][ENABLED] == "false"
     check_split(unlabelled, template, tf=0, counter=None)
-
-
-async def create_priority_classes(kube: AsyncClient, cluster_objects: DeleteLater) -> None:
-    """The classes the chart installs (api.md §7): the API server's Priority admission
-    refuses a pod naming a class that does not exist."""
-    for name, value in PRIORITY_CLASSES.items():
-        try:
-            await kube.create(PriorityClass(metadata=ObjectMeta(name=name), value=value,
-                                            globalDefault=False))  # fmt: skip
-        except ApiError as error:
-            if error.status.code != 409:
-                raise
-        cluster_objects(PriorityClass, name)
 
 
 def step8_deployment(name: str, namespace: str, tflops_limit: str) -> dict[str, Any]:

@@ -26,12 +26,10 @@ import aiohttp
 import pytest
 from lightkube import ApiError, AsyncClient
 from lightkube.models.apps_v1 import ReplicaSetSpec
-from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
 from lightkube.resources.apps_v1 import ReplicaSet
-from lightkube.resources.core_v1 import Pod, Secret, ServiceAccount, ServiceAccountToken
-from lightkube.resources.scheduling_v1 import PriorityClass
+from lightkube.resources.core_v1 import Pod, Secret
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.domain.annotations import encode_index
@@ -40,7 +38,14 @@ from ..unit.admission.admission_builders import make_pod, native_container, reso
 from .conftest import DeleteLater
 from .controller_replicas import Start
 from .controlplane import ControlPlane, eventually
-from .webhook_setup import WEBHOOK_NAME, WebhookCluster, start_webhook
+from .test_controller_process_alerts import service_account_token
+from .webhook_setup import (
+    PRIORITY_CLASSES,
+    WEBHOOK_NAME,
+    WebhookCluster,
+    create_priority_classes,
+    start_webhook,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -52,8 +57,6 @@ SCHEDULER = "tensor-fusion-scheduler"
 FINALIZER = P + "finalizer"
 TOLERATION = {"key": P + "used-by", "operator": "Equal", "value": "tensor-fusion",
               "effect": "PreferNoSchedule"}  # fmt: skip
-PRIORITY_CLASSES = {"tensor-fusion-critical": 100000, "tensor-fusion-high": 10000,
-                    "tensor-fusion-medium": 0}  # fmt: skip
 SCHEDULER_PATCH = [{"op": "replace", "path": "/spec/schedulerName", "value": SCHEDULER}]
 INDEX_PREFIX = P + "index_"
 
@@ -88,15 +91,8 @@ async def pod_index_reader(
     """Reads the leader's next pod index without taking it (`GET /api/assign-index?preview=true`)
     with a token of the controller's ServiceAccount (named after the release, as the chart
     does), made with the TokenRequest API; waits until the replica leads and answers."""
-    name = cluster.release
-    await kube.create(ServiceAccount(metadata=ObjectMeta(name=name, namespace=namespace)))
-    request = ServiceAccountToken(
-        metadata=ObjectMeta(name=name, namespace=namespace),
-        spec=TokenRequestSpec(audiences=[], expirationSeconds=3600),
-    )
-    created = await kube.create(request, name=name, namespace=namespace)
-    assert created.status is not None and created.status.token
-    headers = {"Authorization": f"Bearer {created.status.token}"}
+    token = await service_account_token(kube, namespace, cluster.release)
+    headers = {"Authorization": f"Bearer {token}"}
     url = cluster.replica.url("/api/assign-index")
     answers: list[str] = []
 
@@ -194,20 +190,6 @@ def index_resources(container: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 def expected_index(value: int) -> dict[str, dict[str, str]]:
     name, number = encode_index(value)
     return {"requests": {name: str(number)}, "limits": {name: str(number)}}
-
-
-async def create_priority_classes(kube: AsyncClient, cluster_objects: DeleteLater) -> None:
-    """The classes the product installs (api.md §7); the API server's Priority admission needs
-    them to resolve a `priorityClassName`."""
-    for name, value in PRIORITY_CLASSES.items():
-        try:
-            await kube.create(PriorityClass(metadata=ObjectMeta(name=name), value=value,
-                                            globalDefault=False))  # fmt: skip
-        except ApiError as error:
-            if error.status.code != 409:
-                raise
-            continue
-        cluster_objects(PriorityClass, name)
 
 
 async def create_replica_set(

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lightkube import AsyncClient
+from lightkube import ApiError, AsyncClient
 from lightkube.models.admissionregistration_v1 import (
     MutatingWebhook,
     RuleWithOperations,
@@ -23,6 +23,7 @@ from lightkube.models.admissionregistration_v1 import (
 )
 from lightkube.models.meta_v1 import LabelSelector, LabelSelectorRequirement, ObjectMeta
 from lightkube.resources.admissionregistration_v1 import MutatingWebhookConfiguration
+from lightkube.resources.scheduling_v1 import PriorityClass
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
 
@@ -33,6 +34,36 @@ from .controlplane import Component, ControlPlane, eventually, free_port
 
 POOL: Any = resource_of("GPUPool")
 WEBHOOK_NAME = "mpod.tensor-fusion.ai"
+#: The priority classes the chart installs (api.md §7).
+PRIORITY_CLASSES = {"tensor-fusion-critical": 100000, "tensor-fusion-high": 10000,
+                    "tensor-fusion-medium": 0}  # fmt: skip
+
+
+async def create_priority_classes(kube: AsyncClient, cluster_objects: DeleteLater) -> None:
+    """The chart's priority classes: the API server's Priority admission refuses a pod naming a
+    class that does not exist. Deleted after the test when this test created them."""
+    for name, value in PRIORITY_CLASSES.items():
+        try:
+            await kube.create(PriorityClass(metadata=ObjectMeta(name=name), value=value,
+                                            globalDefault=False))  # fmt: skip
+        except ApiError as error:
+            if error.status.code != 409:
+                raise
+            continue
+        cluster_objects(PriorityClass, name)
+
+
+async def wait_ready(replica: Replica, components: Sequence[Component]) -> None:
+    """Until `/readyz` of the replica answers 200 (its webhook has its certificate)."""
+
+    async def ready() -> bool:
+        try:
+            code, _ = await replica.get("/readyz", health=True)
+        except OSError:
+            return False
+        return code == 200
+
+    await eventually(ready, what=f"{replica.component.name} ready", components=components)
 
 
 @dataclass
@@ -128,13 +159,5 @@ async def start_webhook(
         migration=migration, components=components,
     )  # fmt: skip
     for replica in started:
-
-        async def ready(replica: Replica = replica) -> bool:
-            try:
-                code, _ = await replica.get("/readyz", health=True)
-            except OSError:
-                return False
-            return code == 200
-
-        await eventually(ready, what=f"{replica.component.name} ready", components=components)
+        await wait_ready(replica, components)
     return WebhookCluster(started, release, pool["metadata"]["name"], configuration, port)

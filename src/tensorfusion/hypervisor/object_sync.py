@@ -122,6 +122,7 @@ class GPUObjectSync:
         self._version = version
         self._clock = clock
         self._warned: set[str] = set()
+        self._node_phase: str | None = None
         self.tflops_milli: dict[str, int] = {}
 
     async def identity(self) -> AgentIdentity:
@@ -133,6 +134,7 @@ class GPUObjectSync:
                 "nodes its pools select)"
             )
         uid = str((gpu_node.get("metadata") or {}).get("uid") or "")
+        self._node_phase = (gpu_node.get("status") or {}).get("phase")
         return AgentIdentity(node=self._node, pool=self._pool, gpu_node_uid=uid,
                              isolation_policy=self._policy, isolation_mode=self._mode)  # fmt: skip
 
@@ -156,16 +158,19 @@ class GPUObjectSync:
         await self.heartbeat(inventory, state=state)
 
     async def heartbeat(self, inventory: Inventory, *, state: str) -> None:
-        """The GPUNode status: totals, managed GPUs, node facts and the heartbeat."""
-        current = await self._objects.get("GPUNode", self._node)
-        if current is None:
-            raise GPUNodeMissingError(f"GPUNode {self._node} does not exist")
-        phase = (current.get("status") or {}).get("phase")
+        """The GPUNode status: totals, managed GPUs, node facts and the heartbeat (one PATCH: the
+        phase was read by the last sync)."""
         status = gpu_node_status_patch(inventory, self.tflops_milli, version=self._version,
                                        state=state, now_rfc3339=format_rfc3339(self._clock()),
-                                       current_phase=phase)  # fmt: skip
-        await _retried(f"GPUNode {self._node} status", lambda: self._objects.patch(
-            "GPUNode", self._node, {"status": status}, status=True))  # fmt: skip
+                                       current_phase=self._node_phase)  # fmt: skip
+        try:
+            await _retried(f"GPUNode {self._node} status", lambda: self._objects.patch(
+                "GPUNode", self._node, {"status": status}, status=True))  # fmt: skip
+        except KubeError as error:
+            if error.code == 404:
+                raise GPUNodeMissingError(f"GPUNode {self._node} does not exist") from None
+            raise
+        self._node_phase = self._node_phase or status.get("phase")
 
     async def _write_gpu(
         self,

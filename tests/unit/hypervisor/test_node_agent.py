@@ -151,3 +151,13 @@ async def http_checks(client: TestClient[web.Request, web.Application]) -> None:
     found = await client.post("/api/v1/devices/discover")
     assert found.status == 200 and (await found.json())["gpus"] == ["gpu-0"]
     assert (await client.get("/readyz")).status == 200
+
+
+async def test_a_heartbeat_is_one_patch() -> None:
+    world = World(device(0))
+    await world.agent.discover()
+    inventory = world.agent.inventory
+    assert inventory is not None
+    before = len(world.api.calls)
+    await world.agent._sync.heartbeat(inventory, state="Running")
+    assert [c.op for c in world.api.calls[before:]] == ["patch"]
