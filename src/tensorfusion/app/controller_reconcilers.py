@@ -21,6 +21,7 @@ from tensorfusion.adapters.kube.object_client import LightkubeObjects
 from tensorfusion.app.controller_informers import ControllerInformers
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.cluster_reconciler import ClusterReconciler
+from tensorfusion.controller.component_rollout import ComponentRollout
 from tensorfusion.controller.fenced_writes import FencedWriter
 from tensorfusion.controller.gpu_node_reconciler import GPUNodeReconciler
 from tensorfusion.controller.hypervisor_pods import HypervisorPodReconciler
@@ -62,6 +63,7 @@ class ControllerReconcilers:
     recount: ReplicaRecount
     workloads: WorkloadLifecycle
     hypervisor_pods: HypervisorPodReconciler
+    rollout: ComponentRollout
     provider_configs: Informer
     """ProviderConfigs (their hardware metadata goes into agent pods), listed by the leader."""
 
@@ -124,6 +126,11 @@ class ControllerReconcilers:
             recount=recount,
             workloads=WorkloadLifecycle(pods=caches.workers, workloads=caches.workloads, **timed),
             hypervisor_pods=agent_pods,
+            rollout=ComponentRollout(
+                pools=caches.pools, gpu_nodes=caches.gpu_nodes,
+                hypervisor_pods=caches.hypervisor_pods, client_pods=caches.workers,
+                agents=agent_pods, agent_readiness_mode=flags.agent_readiness, **timed,
+            ),
             provider_configs=providers,
         )  # fmt: skip
 
@@ -150,12 +157,17 @@ class ControllerReconcilers:
         caches.pools.add_handler(self.hypervisor_pods.on_pool)
         caches.templates.add_handler(self.hypervisor_pods.on_template)
         self.provider_configs.add_handler(self.hypervisor_pods.on_provider_config)
+        caches.pools.add_handler(self.rollout.on_pool)
+        caches.gpu_nodes.add_handler(self.rollout.on_gpu_node)
+        caches.hypervisor_pods.add_handler(self.rollout.on_hypervisor_pod)
+        caches.workers.add_handler(self.rollout.on_client_pod)
 
     def loops(self) -> list[ReconcileLoop[Any]]:
         """The reconcilers' work queues (the status writers work on timers)."""
         return [self.clusters.loop, self.gpu_nodes.loop, self.pools.loop, self.pods.loop,
                 self.taint.loop, self.recount.loop, self.workloads.owners,
-                self.workloads.collection, self.hypervisor_pods.loop]  # fmt: skip
+                self.workloads.collection, self.hypervisor_pods.loop,
+                self.rollout.loop]  # fmt: skip
 
     def writers(self) -> list[tuple[str, FencedWriter]]:
         """Each reconciler's API writer, by loop name."""
@@ -164,7 +176,8 @@ class ControllerReconcilers:
                 ("gpu-status", self.gpu_status.writer), ("quota-status", self.quota_status.writer),
                 ("taint", self.taint.writer), ("replica-recount", self.recount.writer),
                 ("workloads", self.workloads.writer),
-                ("hypervisor-pods", self.hypervisor_pods.writer)]  # fmt: skip
+                ("hypervisor-pods", self.hypervisor_pods.writer),
+                ("rollout", self.rollout.writer)]  # fmt: skip
 
     def work(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         """The leader-only loops, by name."""
@@ -180,4 +193,5 @@ class ControllerReconcilers:
             ("workloads", self.workloads.run),
             ("provider-configs", self.provider_configs.run),
             ("hypervisor-pods", self.hypervisor_pods.run),
+            ("rollout", self.rollout.run),
         ]

@@ -45,7 +45,7 @@ from tensorfusion.domain.desired_state.objects import (
     status_of,
     uid_of,
 )
-from tensorfusion.runtime.informer_store import EventKind, InformerEvent
+from tensorfusion.runtime.informer_store import InformerEvent
 
 __all__ = ["CRASH_LOOP_RECREATE", "TEMPLATE_INVALID", "HypervisorPodReconciler", "PodSync"]
 
@@ -117,6 +117,8 @@ class HypervisorPodReconciler:
         )
         self.sync: dict[str, PodSync] = {}
         """Per node, its pod against the rendered one (what the rollout reads)."""
+        self.sync_listeners: list[Callable[[str], None]] = []
+        """Called with the pool's name when a node's entry in `sync` changes."""
         self._selected: set[str] = set()
         self._template_errors: dict[str, str] = {}
 
@@ -124,13 +126,13 @@ class HypervisorPodReconciler:
 
     def on_gpu_node(self, event: InformerEvent) -> None:
         """A GPUNode changed: its pod, when its labels, phase, identity or deletion changed."""
-        if _changed(event, lambda o: (dict(labels_of(o)), status_of(o).get("phase"),
+        if event.changed(lambda o: (dict(labels_of(o)), status_of(o).get("phase"),
                                       uid_of(o), is_deleting(o))):  # fmt: skip
             self.loop.add(event.key.name)
 
     def on_node(self, event: InformerEvent) -> None:
         """A Node changed: its pod, when its labels, readiness, identity or deletion changed."""
-        if _changed(event, lambda o: (dict(labels_of(o)), node_ready(o), uid_of(o),
+        if event.changed(lambda o: (dict(labels_of(o)), node_ready(o), uid_of(o),
                                       is_deleting(o))):  # fmt: skip
             self.loop.add(event.key.name)
 
@@ -144,12 +146,12 @@ class HypervisorPodReconciler:
 
     def on_pool(self, event: InformerEvent) -> None:
         """A GPUPool's spec changed: the pods of its GPUNodes."""
-        if _changed(event, lambda o: o.get("spec")):
+        if event.changed(lambda o: o.get("spec")):
             self._add_pools({event.key.name})
 
     def on_template(self, event: InformerEvent) -> None:
         """A SchedulingConfigTemplate's spec changed: the pods of the pools naming it."""
-        if not _changed(event, lambda o: o.get("spec")):
+        if not event.changed(lambda o: o.get("spec")):
             return
         self._add_pools({
             name_of(pool) for pool in self._pools.list()
@@ -158,7 +160,7 @@ class HypervisorPodReconciler:
 
     def on_provider_config(self, event: InformerEvent) -> None:
         """A ProviderConfig's spec changed: every pod (its hardware metadata is in their env)."""
-        if _changed(event, lambda o: o.get("spec")):
+        if event.changed(lambda o: o.get("spec")):
             for gpu_node in self._gpu_nodes.list():
                 self.loop.add(name_of(gpu_node))
 
@@ -175,6 +177,23 @@ class HypervisorPodReconciler:
         for name in names:
             self._selected.add(name)
             self.loop.add(name)
+
+    @property
+    def namespace(self) -> str:
+        """Where the agent pods live (the controller's namespace)."""
+        return self._settings.namespace
+
+    def component_hash(self, pool: Obj) -> str | None:
+        """The pool's hypervisor configuration hash: the hash of its agent pod rendered for a
+        placeholder node, so it changes with everything a pool shares (image, template, env,
+        hardware metadata) and not with the nodes; None on a bad template."""
+        keys = self._keys
+        placeholder: Obj = {"metadata": {"name": "node", "uid": "",
+                                         "labels": {keys.managed_by: name_of(pool)}}}  # fmt: skip
+        try:
+            return pod_hash_of(self.render(placeholder, placeholder, pool), keys)
+        except HypervisorTemplateError:
+            return None
 
     # ---- reconcile --------------------------------------------------------------------------
 
@@ -202,8 +221,11 @@ class HypervisorPodReconciler:
         """Create, keep or delete the node's agent pod."""
         gpu_node = self._gpu_nodes.get(name)
         if gpu_node is None:
-            self.sync.pop(name, None)
+            gone = self.sync.pop(name, None)
             self._selected.discard(name)
+            if gone is not None:
+                for listener in self.sync_listeners:
+                    listener(gone.pool)
             return None
         pool_name = str(labels_of(gpu_node).get(self._keys.managed_by) or "")
         pool = self._pools.get(pool_name) if pool_name else None
@@ -240,9 +262,13 @@ class HypervisorPodReconciler:
                                        CRASH_LOOP_RECREATE, decision.reason)  # fmt: skip
         elif decision.out_of_sync:
             _log.debug("agent pod of node %s out of sync: %s", name, decision.reason)
-        self.sync[name] = PodSync(pool_name, desired_hash, current, decision.out_of_sync)
-        if self.sync[name].in_sync:
+        entry = PodSync(pool_name, desired_hash, current, decision.out_of_sync)
+        previous, self.sync[name] = self.sync.get(name), entry
+        if entry.in_sync:
             self._selected.discard(name)
+        if entry != previous:
+            for listener in self.sync_listeners:
+                listener(pool_name)
         return None
 
     async def _create(self, name: str, desired: Mapping[str, object]) -> None:
@@ -263,10 +289,3 @@ class HypervisorPodReconciler:
         _log.warning("pool %s: no agent pods: %s", name, message)
         await self.writer.note(involved("GPUPool", pool), "Warning", TEMPLATE_INVALID,
                                f"agent pods cannot be rendered: {message}")  # fmt: skip
-
-
-def _changed(event: InformerEvent, facts: Callable[[Obj], object]) -> bool:
-    """Whether the event is not a MODIFIED that left `facts` as they were."""
-    if event.kind is not EventKind.MODIFIED or event.old is None:
-        return True
-    return facts(event.old) != facts(event.obj)

@@ -22,7 +22,7 @@ from tensorfusion.domain.desired_state.objects import (
     status_of,
 )
 from tensorfusion.domain.desired_state.pools import pool_status
-from tensorfusion.runtime.informer_store import EventKind, InformerEvent
+from tensorfusion.runtime.informer_store import InformerEvent
 
 __all__ = ["PoolStatusReconciler"]
 
@@ -72,14 +72,9 @@ class PoolStatusReconciler:
 
     def on_gpu_node(self, event: InformerEvent) -> None:
         """A GPUNode changed: its pool, when its phase, figures or pool changed."""
-        old = event.old
-        if (
-            event.kind is EventKind.MODIFIED
-            and old is not None
-            and _node_facts(old, self._keys) == _node_facts(event.obj, self._keys)
-        ):
+        if not event.changed(lambda o: _node_facts(o, self._keys)):
             return
-        for obj in (event.obj, old):
+        for obj in (event.obj, event.old):
             pool = labels_of(obj).get(self._keys.managed_by) if obj is not None else None
             if pool:
                 self.loop.add(pool)

@@ -15,7 +15,7 @@ one. Every change returns the events it makes, in order:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,12 @@ class InformerEvent:
     final_state_unknown: bool = False
     """For DELETED found by a relist (or a UID change): ``obj`` is the last state seen, the
     object may have changed before it was deleted."""
+
+    def changed(self, facts: Callable[[Mapping[str, Any]], object]) -> bool:
+        """Whether the event is anything but a MODIFIED that left `facts(object)` as it was."""
+        if self.kind is not EventKind.MODIFIED or self.old is None:
+            return True
+        return facts(self.old) != facts(self.obj)
 
 
 class ObjectStore:

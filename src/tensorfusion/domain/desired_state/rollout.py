@@ -4,9 +4,10 @@ pool's component status, the batch in progress and the maintenance-window condit
 
 The caller keeps the batch in progress and the time of the last completed batch on the pool
 (annotations `<component>-update-in-progress` and `<component>-batch-update-last-time`), and
-replaces the pods of `replace`. A batch is complete when every node of it is ready with the new
-hash; the next starts `batchInterval` later, with the oldest outdated nodes first. Maintenance
-windows are reported, and gate batch starts only when the pool opts in.
+replaces the pods of `replace`. A batch is complete when every instance of it is ready with the
+new hash or gone (a deleted client pod, a removed node); the next starts `batchInterval` later,
+with the oldest outdated instances first. Maintenance windows are reported, and gate batch
+starts only when the pool opts in.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "RolloutPolicy",
     "WindowCondition",
     "plan_rollout",
+    "window_condition",
 ]
 
 NOT_ENFORCED: Final = "NotEnforced"
@@ -48,9 +50,9 @@ class RolloutPolicy:
 
 @dataclass(frozen=True, slots=True)
 class NodeRollout:
-    """One node: when its GPUNode was created, whether its current pod is the one rendered now
-    (the hash covers the whole pod, so it is per node), and whether its agent is ready with
-    that pod (§10 step 6)."""
+    """One instance of the component (a node's agent, a client pod): when it was created,
+    whether it has the configuration rendered now, and whether it is ready with it (§10 step 6
+    for agents)."""
 
     name: str
     created_at: float
@@ -95,10 +97,11 @@ def _schedules(windows: Sequence[str]) -> tuple[tuple[CronSchedule, ...], tuple[
     return tuple(schedules), tuple(invalid)
 
 
-def _window(
+def window_condition(
     policy: RolloutPolicy, now: datetime
 ) -> tuple[WindowCondition | None, bool, tuple[str, ...]]:
-    """The condition, whether a batch may start now, and the invalid expressions."""
+    """The `MaintenanceWindow` condition (None without windows), whether a batch may start now,
+    and the invalid expressions (each naming the field and value)."""
     if not policy.windows:
         return None, True, ()
     schedules, invalid = _schedules(policy.windows)
@@ -140,7 +143,7 @@ def plan_rollout(
     done = total - len(outdated)
     progress = 100 if total == 0 else done * 100 // total
     synced = not outdated
-    condition, may_start, invalid = _window(policy, now)
+    condition, may_start, invalid = window_condition(policy, now)
     plan = RolloutPlan(hash=component_hash, synced=synced, progress=progress, window=condition,
                        invalid_windows=invalid)  # fmt: skip
     if synced or recorded_hash is None or not policy.auto_update:
@@ -148,11 +151,10 @@ def plan_rollout(
     if policy.batch_percentage <= 0:
         return replace(plan, paused=True, in_progress=tuple(in_progress))
     by_name = {n.name: n for n in nodes}
-    batch = [name for name in in_progress if name in by_name]
-    if batch:
-        complete = all(by_name[name].in_sync and by_name[name].ready for name in batch)
-        if not complete:
-            return replace(plan, in_progress=tuple(batch), recheck_s=BATCH_POLL_S)
+    if in_progress:
+        pending = [by_name[name] for name in in_progress if name in by_name]
+        if not all(node.in_sync and node.ready for node in pending):
+            return replace(plan, in_progress=tuple(in_progress), recheck_s=BATCH_POLL_S)
         return replace(plan, batch_completed=True, recheck_s=policy.batch_interval_s)
     if last_batch_at is not None:
         wait = (last_batch_at + timedelta(seconds=policy.batch_interval_s) - now).total_seconds()
