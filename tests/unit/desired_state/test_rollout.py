@@ -53,6 +53,7 @@ def test_batches_take_the_oldest_outdated_nodes_and_wait_for_their_agents() -> N
                            ready=n.name != "n8") for n in nodes(10)]  # fmt: skip
     pending = plan(node_list=waiting, in_progress=("n9", "n8"))
     assert pending.replace == () and pending.in_progress == ("n9", "n8")
+    assert pending.progress == 10, "n8 is replaced but its agent is not ready: not done yet"
     ready = [NodeRollout(n.name, n.created_at, n.in_sync, True) for n in waiting]
     complete = plan(node_list=ready, in_progress=("n9", "n8"))
     assert complete.batch_completed and complete.progress == 20 and complete.replace == ()

@@ -138,24 +138,28 @@ def plan_rollout(
     """The step of the rollout of the pool's component configuration `component_hash` (its
     status recorded `recorded_hash` before) over `nodes`."""
     total = len(nodes)
+    by_name = {n.name: n for n in nodes}
     outdated = sorted((n for n in nodes if not n.in_sync),
                       key=lambda n: (n.created_at, n.name))  # fmt: skip
-    done = total - len(outdated)
-    progress = 100 if total == 0 else done * 100 // total
-    synced = not outdated
+    rolling = recorded_hash is not None and policy.auto_update
+    # a batch's instances count as done once ready with the new hash, not when replaced
+    batch = [by_name[name] for name in in_progress if name in by_name] if rolling else []
+    waiting = [n for n in batch if not (n.in_sync and n.ready)]
+    done = total - len(outdated) - sum(1 for n in waiting if n.in_sync)
     condition, may_start, invalid = window_condition(policy, now)
-    plan = RolloutPlan(hash=component_hash, synced=synced, progress=progress, window=condition,
+    plan = RolloutPlan(hash=component_hash, synced=not outdated and not waiting,
+                       progress=100 if total == 0 else done * 100 // total, window=condition,
                        invalid_windows=invalid)  # fmt: skip
-    if synced or recorded_hash is None or not policy.auto_update:
+    if not rolling:
         return plan
-    if policy.batch_percentage <= 0:
-        return replace(plan, paused=True, in_progress=tuple(in_progress))
-    by_name = {n.name: n for n in nodes}
     if in_progress:
-        pending = [by_name[name] for name in in_progress if name in by_name]
-        if not all(node.in_sync and node.ready for node in pending):
+        if waiting:
             return replace(plan, in_progress=tuple(in_progress), recheck_s=BATCH_POLL_S)
         return replace(plan, batch_completed=True, recheck_s=policy.batch_interval_s)
+    if plan.synced:
+        return plan
+    if policy.batch_percentage <= 0:
+        return replace(plan, paused=True)
     if last_batch_at is not None:
         wait = (last_batch_at + timedelta(seconds=policy.batch_interval_s) - now).total_seconds()
         if wait > 0:
