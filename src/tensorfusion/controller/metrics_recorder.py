@@ -26,6 +26,7 @@ from tensorfusion.adapters.tsdb.store import QueryResult
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.cluster_metrics import gpu_figures, node_and_pool_figures, worker_figures
+from tensorfusion.domain.metrics.extra_tags import BUILT_IN_TAGS, extra_tags
 from tensorfusion.domain.metrics.recorders import (
     ClusterSnapshot,
     PoolCounters,
@@ -38,7 +39,6 @@ __all__ = [
     "COUNTER_COLUMNS",
     "ClusterRecorder",
     "ObjectList",
-    "extra_tags",
     "parse_seed",
     "pod_ready",
     "seed_query",
@@ -56,10 +56,6 @@ COUNTER_COLUMNS: Final = (
 )
 """The cumulative counters of tf_system_metrics that are seeded (scale counters stay 0)."""
 _GAUGE_COLUMNS: Final = ("total_workers_cnt", "total_nodes_cnt")
-_BUILT_IN_TAGS: Final = frozenset(
-    {"namespace", "pool", "qos", "worker", "workload", "pod", "pod_uuid", "node",
-     "gpu_model_index", "gpu_name"}
-)  # fmt: skip
 _FIELD_OF: Final = {
     "total_allocation_success_cnt": "allocation_success",
     "total_allocation_fail_cnt": "allocation_fail",
@@ -85,16 +81,6 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
         if isinstance(condition, Mapping) and condition.get("type") == "Ready":
             return condition.get("status") == "True"
     return False
-
-
-def extra_tags(labels: Mapping[str, str], mapping: Mapping[str, str]) -> dict[str, str]:
-    """`metricsExtraPodLabels` (pod label key -> tag name) resolved for one pod; labels the
-    pod lacks are left out, and a tag name of a built-in tag is ignored."""
-    return {
-        tag: str(labels[key])
-        for key, tag in mapping.items()
-        if key in labels and labels[key] and tag not in _BUILT_IN_TAGS
-    }
 
 
 def seed_query() -> str:
@@ -210,7 +196,7 @@ class ClusterRecorder:
 
     def _warn_built_in(self, mapping: Mapping[str, str]) -> None:
         for key, tag in mapping.items():
-            if tag in _BUILT_IN_TAGS and tag not in self._warned_tags:
+            if tag in BUILT_IN_TAGS and tag not in self._warned_tags:
                 self._warned_tags.add(tag)
                 _log.warning(
                     "metricsExtraPodLabels: %s -> %s ignored: %s is a built-in tag", key, tag, tag

@@ -83,9 +83,11 @@ class UsageMetrics:
         authorization: Callable[[], str],
         interval_s: float,
         log_rows: SystemLogRows | None = None,
+        extra_labels: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._provider = provider
+        self._extra_labels = dict(extra_labels or {})
         self._figures = figures
         self._pods = pods
         self.writer = writer
@@ -112,7 +114,9 @@ class UsageMetrics:
         else:
             self._sample_error = ""
             node = self._figures()
-            gpus, workers = usage_samples(node, samples, workers_of(self._pods(), node.pool))
+            gpus, workers = usage_samples(
+                node, samples, workers_of(self._pods(), node.pool, extra_labels=self._extra_labels)
+            )
             ts_ms = int(now_s * 1000)
             rows = gpu_usage_rows(gpus, ts_ms) + worker_usage_rows(workers, ts_ms)
         if self.log_rows is not None:
@@ -186,4 +190,4 @@ def usage_metrics(
     return UsageMetrics(provider=provider, figures=figures, pods=pods,
                         writer=LineProtocolWriter(WriteEndpoint(target.write_url())),
                         authorization=credentials, interval_s=env.metrics_interval_s,
-                        log_rows=log_rows)  # fmt: skip
+                        log_rows=log_rows, extra_labels=env.metrics_extra_labels)  # fmt: skip

@@ -11,13 +11,14 @@ workload from the `workload` label (`unknown` when absent).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tensorfusion.domain.annotation_values import InvalidValueError, parse_vram_bytes
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceSample, LimiterCounters
+from tensorfusion.domain.metrics.extra_tags import extra_tags
 from tensorfusion.domain.metrics.recorders import GPUUsageSample, WorkerUsageSample
 
 __all__ = ["NodeFigures", "Worker", "usage_samples", "workers_of"]
@@ -37,6 +38,8 @@ class Worker:
     """GPU object names (lower-case uuids) from `gpu-ids`."""
     vram_limit_bytes: int = 0
     """Per GPU, from `vram-limit`; 0 when absent or invalid."""
+    extra_tags: Mapping[str, str] = field(default_factory=dict)
+    """`metricsExtraPodLabels` resolved for the pod."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +62,13 @@ def _vram_limit(text: object) -> int:
 
 
 def workers_of(
-    pods: Iterable[Mapping[str, Any]], default_pool: str, keys: Keys = KEYS
+    pods: Iterable[Mapping[str, Any]],
+    default_pool: str,
+    keys: Keys = KEYS,
+    extra_labels: Mapping[str, str] | None = None,
 ) -> list[Worker]:
-    """The workers among the node's pods (not ended, with a non-empty `gpu-ids`)."""
+    """The workers among the node's pods (not ended, with a non-empty `gpu-ids`), with the
+    extra tags of `extra_labels` (pod label key -> tag name)."""
     found: list[Worker] = []
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
@@ -84,6 +91,7 @@ def workers_of(
                 workload=str(labels.get(keys.workload) or UNKNOWN_WORKLOAD),
                 gpus=gpus,
                 vram_limit_bytes=_vram_limit(annotations.get(keys.vram_limit)),
+                extra_tags=extra_tags(labels, extra_labels) if extra_labels else {},
             )
         )
     return found
@@ -121,6 +129,7 @@ def _worker_sample(
         compute_throttled_cnt=counters.compute_throttled,
         vram_freezed_cnt=counters.vram_freezed,
         vram_resumed_cnt=counters.vram_resumed,
+        extra_tags=worker.extra_tags,
     )  # fmt: skip
 
 

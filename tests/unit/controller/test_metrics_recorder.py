@@ -9,12 +9,12 @@ from tensorfusion.adapters.tsdb.store import QueryResult
 from tensorfusion.controller.metrics_recorder import (
     COUNTER_COLUMNS,
     ClusterRecorder,
-    extra_tags,
     parse_seed,
     pod_ready,
     seed_query,
 )
 from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.metrics.extra_tags import extra_tags
 from tensorfusion.domain.metrics.rows import MetricRow
 
 from .test_allocator_state import FakeCache, gpu, state_with, worker

@@ -52,3 +52,20 @@ def test_a_bad_value_is_one_clear_error(variables: dict[str, str], message: str)
     with pytest.raises(EnvironmentValueError) as raised:
         HypervisorEnvironment.from_mapping(env)
     assert str(raised.value).startswith(message)
+
+
+def test_extra_metric_labels_are_read_and_bad_ones_only_warn() -> None:
+    env = HypervisorEnvironment.from_mapping({
+        "GPU_NODE_NAME": "n",
+        "TF_HYPERVISOR_METRICS_EXTRA_LABELS": '{"team.example.com/owner": "owner", "x": "node"}',
+    })  # fmt: skip
+    assert env.metrics_extra_labels == {"team.example.com/owner": "owner"}
+    assert env.warnings == ("TF_HYPERVISOR_METRICS_EXTRA_LABELS: x -> node ignored: node is a "
+                            "built-in tag",)  # fmt: skip
+    broken = HypervisorEnvironment.from_mapping(
+        {"GPU_NODE_NAME": "n", "TF_HYPERVISOR_METRICS_EXTRA_LABELS": "[1]"}
+    )
+    assert broken.metrics_extra_labels == {}
+    assert broken.warnings == ("TF_HYPERVISOR_METRICS_EXTRA_LABELS: invalid value '[1]': must be "
+                               "a JSON object mapping pod label keys to tag names; no extra "
+                               "tags",)  # fmt: skip

@@ -54,16 +54,17 @@ FIGURES = NodeFigures("node-1", "shared", {HOT.lower(): 989_500, COOL.lower(): 9
 
 
 def pod(name: str, gpus: str, *, phase: str = "Pending", vram_limit: str = "",
-        workload: str = "") -> dict[str, Any]:  # fmt: skip
+        workload: str = "", owner: str = "") -> dict[str, Any]:  # fmt: skip
     annotations = {KEYS.gpu_ids: gpus, **({KEYS.vram_limit: vram_limit} if vram_limit else {})}
     labels = {KEYS.workload: workload} if workload else {}
+    labels.update({"team.example.com/owner": owner} if owner else {})
     return {"metadata": {"name": name, "namespace": "team-a", "labels": labels,
                          "annotations": annotations},
             "status": {"phase": phase}}  # fmt: skip
 
 
 PODS = [
-    pod("busy", HOT.lower(), vram_limit="16Gi", workload="infer"),
+    pod("busy", HOT.lower(), vram_limit="16Gi", workload="infer", owner="search"),
     pod("sharer", HOT.lower(), phase="Running"),
     pod("idle", f"{HOT.lower()},{COOL.lower()}"),
     pod("done", HOT.lower(), phase="Succeeded"),
@@ -91,11 +92,13 @@ def loop(
     authorization: Callable[[], str] = lambda: "",
     log_rows: SystemLogRows | None = None,
     interval_s: float = 10.0,
+    extra_labels: dict[str, str] | None = None,
 ) -> UsageMetrics:
     spec = parse_simulation(SIMULATION, "sim.yaml", "node-1")
     return UsageMetrics(provider=provider or SimulatedProvider(spec, START_S), figures=figures,
                         pods=lambda: PODS, writer=writer, authorization=authorization,
-                        interval_s=interval_s, log_rows=log_rows)  # fmt: skip
+                        interval_s=interval_s, log_rows=log_rows,
+                        extra_labels=extra_labels)  # fmt: skip
 
 
 def buffered(writer: LineProtocolWriter) -> list[MetricRow]:
@@ -110,7 +113,7 @@ def by_key(rows: list[MetricRow], table: str, *tags: str) -> dict[tuple[str, ...
 
 async def test_a_row_per_gpu_and_per_allocated_worker_idle_ones_included() -> None:
     writer = LineProtocolWriter(WriteEndpoint("http://127.0.0.1:9/unused"))
-    usage = loop(writer)
+    usage = loop(writer, extra_labels={"team.example.com/owner": "owner"})
     assert await usage.cycle(START_S + 10) == 6
     rows = buffered(writer)
     assert {r.ts_ms for r in rows} == {int((START_S + 10) * 1000)}, "one timestamp per cycle"
@@ -130,7 +133,7 @@ async def test_a_row_per_gpu_and_per_allocated_worker_idle_ones_included() -> No
     busy = workers[("busy", HOT.lower())]
     assert busy.tags == {"workload": "infer", "worker": "busy", "pod_name": "busy",
                          "namespace": "team-a", "pool": "shared", "node": "node-1",
-                         "uuid": HOT.lower()}  # fmt: skip
+                         "uuid": HOT.lower(), "owner": "search"}  # fmt: skip
     assert busy.fields["compute_percentage"] == 30.0
     assert busy.fields["compute_tflops"] == pytest.approx(296.85)
     assert busy.fields["memory_bytes"] == 8 * GIB
@@ -140,6 +143,7 @@ async def test_a_row_per_gpu_and_per_allocated_worker_idle_ones_included() -> No
     sharer = workers[("sharer", HOT.lower())]
     assert sharer.fields["memory_percentage"] == 25.0, "no limit: against the GPU's 80Gi"
     assert sharer.tags["workload"] == "unknown"
+    assert "owner" not in sharer.tags, "a pod without the label has no extra tag"
     for gpu in (HOT, COOL):
         idle = workers[("idle", gpu.lower())].fields
         assert idle == {"compute_percentage": 0.0, "compute_tflops": 0.0, "memory_bytes": 0,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tensorfusion.domain.durations import DurationError, parse_go_duration
+from tensorfusion.domain.metrics.extra_tags import parse_extra_labels
 from tensorfusion.domain.settings.environment_values import (
     EnvironmentValueError,
     env_bool,
@@ -86,6 +87,8 @@ class HypervisorEnvironment:
     Out of a pod (tests, `dev up`), a file holding a token of the agent's ServiceAccount."""
     simulated_gpus: str = ""
     """`TF_SIMULATED_GPUS`: a simulated provider file (tests, demos); empty means NVML."""
+    metrics_extra_labels: Mapping[str, str] = field(default_factory=dict)
+    """`TF_HYPERVISOR_METRICS_EXTRA_LABELS`: `metricsExtraPodLabels` for tf_worker_usage."""
     warnings: tuple[str, ...] = field(default=())
 
     @classmethod
@@ -106,6 +109,10 @@ class HypervisorEnvironment:
                 f"{', '.join(LOG_LEVELS)}; using info"
             )
             level = "info"
+        extra, extra_warnings = parse_extra_labels(
+            env.get("TF_HYPERVISOR_METRICS_EXTRA_LABELS", ""), "TF_HYPERVISOR_METRICS_EXTRA_LABELS"
+        )
+        warnings.extend(extra_warnings)
         mode_text = env.get("TF_ISOLATION_MODE", "").strip().lower() or "soft"
         modes = {m.value: m for m in IsolationMode}
         if mode_text not in modes:
@@ -139,5 +146,6 @@ class HypervisorEnvironment:
             metrics_write_token_file=env.get("TF_METRICS_WRITE_TOKEN_FILE", "").strip()
             or SERVICE_ACCOUNT_TOKEN_FILE,
             simulated_gpus=env.get("TF_SIMULATED_GPUS", "").strip(),
+            metrics_extra_labels=extra,
             warnings=tuple(warnings),
         )
