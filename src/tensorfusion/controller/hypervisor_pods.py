@@ -31,6 +31,7 @@ from tensorfusion.domain.desired_state.hypervisor_pods import (
     HypervisorTemplateError,
     hardware_metadata_json,
     hypervisor_pod_name,
+    middleware_image,
     pod_hash_of,
     render_hypervisor_pod,
     scheduling_config_json,
@@ -214,6 +215,7 @@ class HypervisorPodReconciler:
             hardware_metadata=hardware_metadata_json(self._providers.list(), vendor),
             scheduling_config=scheduling_config_json(template),
             metrics_extra_labels=json.dumps(extra, sort_keys=True) if extra else "",
+            middleware_image=middleware_image(self._providers.list(), vendor),
         )  # fmt: skip
         return render_hypervisor_pod(inputs, self._settings)
 

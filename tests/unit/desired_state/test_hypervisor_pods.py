@@ -28,6 +28,7 @@ from tensorfusion.domain.desired_state.hypervisor_pods import (
     hypervisor_pod_name,
     isolation_mode,
     metrics_write_target,
+    middleware_image,
     render_hypervisor_pod,
     scheduling_config_json,
 )
@@ -143,6 +144,7 @@ def test_the_hash_covers_the_whole_rendered_pod_and_any_input_changes_it() -> No
         hash_of(pool=pool(portNumber=8123)),
         hash_of(node=node(tier="cheap")),  # another isolation mode
         hash_of(hardware_metadata='[{"model":"H100","fp16TFlops":"989"}]'),
+        hash_of(middleware_image="tensorfusion/vgpu-provider-nvidia:1.3.9"),
         hash_of(settings=HypervisorPodSettings(namespace="tf-sys", default_image="x:1")),
         hash_of(settings=HypervisorPodSettings(
             namespace="tf-sys", default_image=SETTINGS.default_image,
@@ -183,7 +185,8 @@ def test_the_pool_template_is_merged_under_ours(wrapped: bool) -> None:
     assert spec["tolerations"] == [toleration, {"operator": "Exists"}]
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert "extra" in volumes and "hostPath" in volumes["device-plugins"]
-    assert spec["initContainers"] == [{"name": "prepare", "image": "busybox:1"}]
+    assert [c["name"] for c in spec["initContainers"]] == ["init-shm", "prepare"]
+    assert spec["initContainers"][1] == {"name": "prepare", "image": "busybox:1"}
     agent, sidecar = spec["containers"]
     assert sidecar == {"name": "sidecar", "image": "sidecar:1"}
     assert (agent["name"], agent["image"]) == ("agent", "template-image:2")
@@ -358,3 +361,36 @@ def test_the_crash_reason_names_the_container_and_its_count() -> None:
     assert "container init-shm of pod hypervisor-gpu-1 restarted 7 times" in decision.reason
     assert most_restarts({"status": {}}).count == 0
     assert not node_ready({"status": {"conditions": [{"type": "DiskPressure", "status": "True"}]}})
+
+
+def test_init_containers_mount_the_shared_memory_and_copy_the_vendor_libraries() -> None:
+    plain = render()
+    [shm] = plain["spec"]["initContainers"]
+    assert (shm["name"], shm["image"]) == ("init-shm", plain["spec"]["containers"][0]["image"])
+    assert shm["securityContext"] == {"privileged": True}
+    assert "mount -t tmpfs" in shm["command"][-1] and "/run/tensor-fusion/shm" in shm["command"][-1]
+    assert shm["volumeMounts"] == [{"name": "tensor-fusion-run", "mountPath": "/run/tensor-fusion",
+                                    "mountPropagation": "Bidirectional"}]  # fmt: skip
+    agent_run = next(m for m in plain["spec"]["containers"][0]["volumeMounts"]
+                     if m["name"] == "tensor-fusion-run")  # fmt: skip
+    assert agent_run["mountPropagation"] == "HostToContainer"
+    vendor = render(middleware_image="tensorfusion/vgpu-provider-nvidia:1.3.9")
+    _, copy_libs = vendor["spec"]["initContainers"]
+    assert (copy_libs["name"], copy_libs["image"]) == (
+        "copy-vendor-libs", "tensorfusion/vgpu-provider-nvidia:1.3.9")  # fmt: skip
+    assert "/run/tensor-fusion/lib" in copy_libs["command"][-1]
+
+
+def test_the_middleware_image_is_the_vendors_as_a_string_or_a_map() -> None:
+    def provider(name: str, vendor: str, image: Any) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name},
+            "spec": {"vendor": vendor, "images": {"middleware": image}},
+        }
+
+    mapped = {"repository": "r/m", "tag": "1.3.9"}
+    providers = [provider("b", "NVIDIA", "b:2"), provider("a", "nvidia", mapped),
+                 provider("c", "AMD", "amd:1")]  # fmt: skip
+    assert middleware_image(providers, "NVIDIA") == "r/m:1.3.9"
+    assert middleware_image(providers[:1], "nvidia") == "b:2"
+    assert middleware_image(providers, "Intel") == ""

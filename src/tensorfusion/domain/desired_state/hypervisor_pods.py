@@ -53,6 +53,7 @@ __all__ = [
     "hypervisor_pod_name",
     "isolation_mode",
     "metrics_write_target",
+    "middleware_image",
     "pod_hash_of",
     "render_hypervisor_pod",
     "scheduling_config_json",
@@ -72,6 +73,18 @@ HOST_PATHS: Final = {
     "pod-resources": "/var/lib/kubelet/pod-resources",
 }
 """Volume name → host path, mounted at the same path in the agent's container."""
+RUN_DIR: Final = "/run/tensor-fusion"
+SHM_DIR: Final = f"{RUN_DIR}/shm"
+SHM_SCRIPT: Final = (
+    f"set -e; mkdir -p {SHM_DIR}; grep -qs ' {SHM_DIR} ' /proc/mounts || "
+    f"mount -t tmpfs -o mode=1777 tensor-fusion-shm {SHM_DIR}"
+)
+"""Mounts the workers' shared-memory tmpfs once per boot (kept across agent restarts)."""
+VENDOR_LIBS_SOURCE: Final = "/build/lib"
+COPY_LIBS_SCRIPT: Final = (
+    f"set -e; mkdir -p {RUN_DIR}/lib; cp -a {VENDOR_LIBS_SOURCE}/. {RUN_DIR}/lib/"
+)
+"""Copies the vendor libraries of the middleware image to the host for the workers."""
 _DROPPED_SPEC: Final = ("nodeSelector", "affinity", "schedulerName")
 
 
@@ -117,6 +130,9 @@ class HypervisorInputs:
     """`TF_HYPERVISOR_SCHEDULING_CONFIG` (`scheduling_config_json`), "" for none."""
     metrics_extra_labels: str = ""
     """`TF_HYPERVISOR_METRICS_EXTRA_LABELS` (JSON of `metricsExtraPodLabels`), "" for none."""
+    middleware_image: str = ""
+    """The vendor's middleware image (`middleware_image`): the vendor-library copy's init
+    container; "" for none."""
 
 
 def metrics_write_target(env: ControllerEnvironment) -> MetricsWriteTarget:
@@ -175,18 +191,36 @@ def isolation_mode(pool: Obj, node_labels: Mapping[str, str]) -> str:
     return str(manager.get("defaultIsolationMode") or "soft")
 
 
-def hardware_metadata_json(provider_configs: Iterable[Obj], vendor: str) -> str:
-    """`spec.hardwareMetadata` of the ProviderConfig of `vendor` (case-insensitive; the first
-    by name) as compact JSON; "" when none has any."""
-    matching = sorted(
+def _providers_of(provider_configs: Iterable[Obj], vendor: str) -> list[Obj]:
+    return sorted(
         (p for p in provider_configs
          if str((p.get("spec") or {}).get("vendor") or "").lower() == vendor.lower()),
         key=name_of,
     )  # fmt: skip
-    for provider in matching:
+
+
+def hardware_metadata_json(provider_configs: Iterable[Obj], vendor: str) -> str:
+    """`spec.hardwareMetadata` of the ProviderConfig of `vendor` (case-insensitive; the first
+    by name) as compact JSON; "" when none has any."""
+    for provider in _providers_of(provider_configs, vendor):
         metadata = (provider.get("spec") or {}).get("hardwareMetadata")
         if metadata:
             return _json(metadata)
+    return ""
+
+
+def middleware_image(provider_configs: Iterable[Obj], vendor: str) -> str:
+    """`spec.images.middleware` of the ProviderConfig of `vendor` (case-insensitive; the first
+    by name that has one): a `repository:tag` string or a `{repository, tag}` map; "" when
+    none has one."""
+    for provider in _providers_of(provider_configs, vendor):
+        images = (provider.get("spec") or {}).get("images")
+        image = images.get("middleware") if isinstance(images, Mapping) else None
+        if isinstance(image, Mapping) and image.get("repository"):
+            tag = str(image.get("tag") or "")
+            return f"{image['repository']}:{tag}" if tag else str(image["repository"])
+        if isinstance(image, str) and image:
+            return image
     return ""
 
 
@@ -297,6 +331,7 @@ def _container(
         container["command"] = list(COMMAND)
     container["env"] = _merge_env(_env(inputs, settings, port), container.get("env") or ())
     mounts = [{"name": name, "mountPath": path} for name, path in HOST_PATHS.items()]
+    mounts[0]["mountPropagation"] = "HostToContainer"  # sees the shared-memory tmpfs
     container["volumeMounts"] = _by_name(container.get("volumeMounts") or (), mounts)
     container.setdefault("ports", [{"name": "http", "containerPort": port, "protocol": "TCP"}])
     container.setdefault(
@@ -308,6 +343,26 @@ def _container(
                                            "failureThreshold": 5})  # fmt: skip
     container.setdefault("securityContext", {"privileged": True})
     return container
+
+
+def _init_containers(
+    inputs: HypervisorInputs, agent_image: str, template: Sequence[Any]
+) -> list[Any]:
+    """Ours first (the shared-memory tmpfs, then the vendor libraries when the vendor has a
+    middleware image), then the template's of other names."""
+    run = {"name": "tensor-fusion-run", "mountPath": RUN_DIR, "mountPropagation": "Bidirectional"}
+    ours: list[dict[str, Any]] = [{
+        "name": "init-shm", "image": agent_image, "command": ["sh", "-c", SHM_SCRIPT],
+        "securityContext": {"privileged": True}, "volumeMounts": [run],
+    }]  # fmt: skip
+    if inputs.middleware_image:
+        ours.append({
+            "name": "copy-vendor-libs", "image": inputs.middleware_image,
+            "command": ["sh", "-c", COPY_LIBS_SCRIPT],
+            "volumeMounts": [{"name": "tensor-fusion-run", "mountPath": RUN_DIR}],
+        })  # fmt: skip
+    names = {item["name"] for item in ours}
+    return ours + [item for item in template if item.get("name") not in names]
 
 
 def render_hypervisor_pod(
@@ -325,7 +380,10 @@ def render_hypervisor_pod(
         spec.pop(key, None)
     containers = list(spec.get("containers") or ())
     first = containers[0] if containers else {}
-    spec["containers"] = [_container(inputs, settings, first, config, port), *containers[1:]]
+    agent = _container(inputs, settings, first, config, port)
+    spec["containers"] = [agent, *containers[1:]]
+    spec["initContainers"] = _init_containers(inputs, agent["image"],
+                                              spec.get("initContainers") or ())  # fmt: skip
     volumes = [{"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}
                for name, path in HOST_PATHS.items()]  # fmt: skip
     spec["volumes"] = _by_name(spec.get("volumes") or (), volumes)
