@@ -38,6 +38,9 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+_REQUEST_LOGGERS = ("httpx", "httpcore")
+
+
 def configure_logging(log_format: Literal["text", "json"], level: str) -> None:
     """Send every logger's records to stderr in the chosen format."""
     handler = logging.StreamHandler(sys.stderr)
@@ -48,3 +51,7 @@ def configure_logging(log_format: Literal["text", "json"], level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_LEVELS.get(level, logging.INFO))
+    # The HTTP clients log every request at INFO (each watch event, heartbeat, write): only
+    # their warnings, unless debugging.
+    for name in _REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if level == "debug" else logging.WARNING)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -55,6 +56,8 @@ _log = logging.getLogger(__name__)
 CRASH_LOOP_RECREATE: Final = "HypervisorCrashLoopRecreate"
 TEMPLATE_INVALID: Final = "HypervisorPodTemplateInvalid"
 _DEFAULT_VENDOR: Final = "NVIDIA"
+CREATED_UNSEEN_S: Final = 30.0
+"""How long a pod we created counts as existing while the cache has not shown it yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,8 @@ class HypervisorPodReconciler:
         """Called with the pool's name when a node's entry in `sync` changes."""
         self._selected: set[str] = set()
         self._template_errors: dict[str, str] = {}
+        self._created: dict[str, float] = {}
+        """Node -> when we created its pod, until the cache shows it (no second POST)."""
 
     # ---- handlers ---------------------------------------------------------------------------
 
@@ -236,6 +241,13 @@ class HypervisorPodReconciler:
         node = self._nodes.get(name)
         namespace = self._settings.namespace
         pod = self._pods.get(hypervisor_pod_name(name), namespace)
+        if pod is not None:
+            self._created.pop(name, None)
+        elif name in self._created:
+            unseen = time.monotonic() - self._created[name]
+            if unseen < CREATED_UNSEEN_S:
+                return CREATED_UNSEEN_S - unseen  # created moments ago: no second POST
+            del self._created[name]
         desired: dict[str, object] | None = None
         if node is not None:
             try:
@@ -280,6 +292,7 @@ class HypervisorPodReconciler:
             if error.code != 409:
                 raise
             return  # the cache lags; the pod's event brings the next look
+        self._created[name] = time.monotonic()
         _log.info("created agent pod %s on node %s (hash %s)", metadata_of(desired).get("name"),
                   name, pod_hash_of(desired, self._keys))  # fmt: skip
 

@@ -10,13 +10,24 @@ from typing import Any
 import pytest
 
 from tensorfusion.adapters.kube.object_client import KubeError
-from tensorfusion.controller.hypervisor_pods import HypervisorPodReconciler
+from tensorfusion.controller.hypervisor_pods import CREATED_UNSEEN_S, HypervisorPodReconciler
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.hypervisor_pods import HypervisorPodSettings
 from tensorfusion.runtime.informer_store import EventKind
 from tensorfusion.runtime.leader_election import NotLeaderError
 
-from .reconciler_fakes import V1, FakeApi, FakeRecorder, Fence, drain, event, gpu_node, node, pool
+from .reconciler_fakes import (
+    V1,
+    FakeApi,
+    FakeRecorder,
+    Fence,
+    Snapshot,
+    drain,
+    event,
+    gpu_node,
+    node,
+    pool,
+)
 
 NS = "tf-sys"
 POD = "hypervisor-n1"
@@ -189,6 +200,15 @@ async def test_no_write_without_the_lease_and_a_cache_that_lags_is_not_an_error(
     world.api.objects.pop(("GPUNode", "", "n1"))
     await world.reconciler.reconcile("n1")
     assert "n1" not in world.reconciler.sync
+
+
+async def test_a_pod_just_created_is_not_posted_again_while_the_cache_lags() -> None:
+    world = World()
+    world.reconciler._pods = Snapshot.of(world.api, "Pod")  # the cache has not seen it yet
+    assert await world.reconciler.reconcile("n1") is None
+    again = await world.reconciler.reconcile("n1")
+    assert len(world.api.writes("create", "Pod")) == 1
+    assert again is not None and 0 < again <= CREATED_UNSEEN_S, "looked at again later"
 
 
 async def test_informer_events_queue_the_nodes_whose_pod_may_change() -> None:
