@@ -10,13 +10,17 @@ import asyncio
 import os
 import secrets
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Event
+from lightkube.types import PatchType
 
+from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS
 
 from .conftest import DeleteLater
@@ -151,6 +155,26 @@ async def test_an_agent_with_simulated_gpus_writes_them_and_follows_the_provider
 
     await eventually(followed, what="the idle GPU deleted, the held one Unknown", components=logs)
     await kube.delete(POD, "holder", namespace=namespace, grace_period=0)
+
+    # The agent stops. Its last beat is aged past 90 s (no test waits that long): Stale, with
+    # the Warning Event, the GPUNode and its GPU Pending.
+    await asyncio.to_thread(agent.stop)
+    aged = {"lastHeartbeatTime": format_rfc3339(time.time() - 100)}
+    await kube.patch(GPU_NODE.Status, node, {"status": {"hypervisorStatus": aged}},
+                     patch_type=PatchType.MERGE)  # fmt: skip
+
+    async def stale() -> bool:
+        node_now = status(await read(kube, GPU_NODE, node))
+        state = (node_now.get("hypervisorStatus") or {}).get("hypervisorState")
+        gpu_now = status(await read(kube, GPU, uuids[2]))
+        reason = "HypervisorHeartbeatStale"
+        events = [e async for e in kube.list(Event, namespace="default")
+                  if e.involvedObject.name == node and e.reason == reason]  # fmt: skip
+        return (state, node_now.get("phase"), gpu_now.get("phase"), len(events) == 1
+                ) == ("Stale", "Pending", "Pending", True)  # fmt: skip
+
+    await eventually(stale, what="Stale, the Event, the GPUNode and GPU Pending",
+                     components=[controller.component])  # fmt: skip
 
 
 async def test_a_broken_provider_file_stops_the_agent_with_one_line(
