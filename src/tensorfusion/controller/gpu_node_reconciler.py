@@ -88,7 +88,7 @@ class GPUNodeReconciler:
         initial_selector: str = "nvidia.com/gpu.present=true",
         agent_readiness: AgentReadinessMode = "pod",
         keys: Keys = KEYS,
-        workers: int = 2,
+        workers: int = 8,
         change_interval: float = 1.0,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -284,8 +284,14 @@ class GPUNodeReconciler:
         await self._report_node(written, before, readiness)
         state = allocator.nodes.get(name)
         gpu_names = [g.name for g in (*state.gpus, *state.missing_gpus)] if state else []
-        for gpu_name in gpu_names:
-            await self._sync_gpu(gpu_name, written, readiness)
+        # the node's GPUs at once: each write is a round trip to a possibly busy API server
+        results = await asyncio.gather(
+            *(self._sync_gpu(gpu_name, written, readiness) for gpu_name in gpu_names),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
         return readiness.recheck_after
 
     async def _report_node(
