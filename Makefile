@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: demo test test-unit test-integration test-cluster lint format bench crds venv system-deps testenv clean
+.PHONY: demo test test-unit test-integration test-cluster lint format bench crds venv system-deps testenv images clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,20 @@ bench: venv
 ## Regenerate the CRD manifests of the chart from the models.
 crds: venv
 	$(BIN)/tensor-fusion gen-crds --output charts/tensor-fusion/crds
+
+VERSION = $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+REGISTRY ?=
+DOCKER ?= docker
+IMAGE_PREFIX = $(if $(REGISTRY),$(patsubst %/,%,$(REGISTRY))/)tensorfusion
+
+## Controller and node-agent container images, tagged with the package version; needs Docker (docs/images.md).
+images:
+	@command -v $(DOCKER) >/dev/null 2>&1 || { echo "make images: '$(DOCKER)' is not on PATH: building the images needs a Docker engine (docs/images.md)" >&2; exit 1; }
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "make images: '$(DOCKER) info' failed: no Docker engine answers here (docs/images.md)" >&2; exit 1; }
+	DOCKER_BUILDKIT=1 $(DOCKER) build -f images/controller.Dockerfile --build-arg VERSION=$(VERSION) \
+		-t $(IMAGE_PREFIX)/tensor-fusion-operator:$(VERSION) .
+	DOCKER_BUILDKIT=1 $(DOCKER) build -f images/hypervisor.Dockerfile --build-arg VERSION=$(VERSION) \
+		-t $(IMAGE_PREFIX)/tensor-fusion-hypervisor:$(VERSION) .
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
