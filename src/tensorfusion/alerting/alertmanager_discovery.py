@@ -19,6 +19,7 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, Final, Protocol
 
 from tensorfusion.adapters.alertmanager.client import AlertmanagerClient, DeliveryMetrics
@@ -35,6 +36,7 @@ __all__ = [
     "StaticAlertmanagers",
     "dns_resolver",
     "headless_service_host",
+    "hosts_file_resolver",
     "target_url",
 ]
 
@@ -81,6 +83,27 @@ async def dns_resolver(host: str) -> list[str]:
         host, None, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
     )
     return sorted({str(sockaddr[0]) for *_, sockaddr in answers})
+
+
+def hosts_file_resolver(path: str, fallback: Resolver = dns_resolver) -> Resolver:
+    """A resolver that reads `path` (hosts-file lines `<address> <name>...`) at each lookup and
+    answers every address listed for the name, else asks `fallback`; for controllers run
+    outside a cluster (`HOST_ALIASES_FILE`), where the headless Service's name has no DNS."""
+
+    async def resolve(host: str) -> list[str]:
+        try:
+            text = await asyncio.to_thread(Path(path).read_text)
+        except OSError as error:
+            _log.warning("HOST_ALIASES_FILE %s: %s; using DNS", path, error)
+            text = ""
+        found = []
+        for line in text.splitlines():
+            fields = line.split("#", 1)[0].split()
+            if len(fields) >= 2 and host in fields[1:] and fields[0] not in found:
+                found.append(fields[0])
+        return found if found else list(await fallback(host))
+
+    return resolve
 
 
 def _client(urls: list[str], metrics: DeliveryMetrics) -> AlertmanagerClient:

@@ -28,6 +28,7 @@ from tensorfusion.adapters.kube.client import KubeClientError, make_client
 from tensorfusion.adapters.kube.custom_resources import missing_crd_message, missing_crds
 from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.adapters.package_data import default_scheduler_config
+from tensorfusion.alerting.alertmanager_discovery import dns_resolver, hosts_file_resolver
 from tensorfusion.alerting.kube_event_sink import KubernetesEventSink
 from tensorfusion.alerting.leader_service import LeaderAlertService
 from tensorfusion.alerting.replica_config import ReplicaConfig
@@ -292,7 +293,11 @@ def _alerting(
         dynamic_config=lambda: config.config, registry=registry,
         embedded_dir=process.env.embedded_store_dir,
     )  # fmt: skip
-    alerts = LeaderAlertService(config, store=metrics.wait_store)
+    aliases = process.env.host_aliases_file
+    alerts = LeaderAlertService(
+        config, store=metrics.wait_store,
+        resolver=hosts_file_resolver(aliases) if aliases else dns_resolver,
+    )  # fmt: skip
     process.leader_work.extend([("alerts", alerts.work), ("metrics", metrics.work)])
     return alerts, config, metrics
 

@@ -88,7 +88,7 @@ class GPUNodeReconciler:
         initial_selector: str = "nvidia.com/gpu.present=true",
         agent_readiness: AgentReadinessMode = "pod",
         keys: Keys = KEYS,
-        workers: int = 8,
+        workers: int = 2,
         change_interval: float = 1.0,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -125,15 +125,10 @@ class GPUNodeReconciler:
             self.loop.add(event.key.name)
 
     def on_gpu_node(self, event: InformerEvent) -> None:
-        """A GPUNode changed (not for our own `last-sync` stamp alone)."""
-        old = event.old
-        if (
-            event.kind is EventKind.MODIFIED
-            and old is not None
-            and _comparable(old, self._keys) == _comparable(event.obj, self._keys)
-        ):
-            return
-        self.loop.add(event.key.name)
+        """A GPUNode changed: not for our own `last-sync` stamp alone, nor for a heartbeat of a
+        Running node (the staleness recheck reads the latest beat when it is due)."""
+        if event.changed(lambda o: _comparable(o, self._keys)):
+            self.loop.add(event.key.name)
 
     def on_gpu(self, event: InformerEvent) -> None:
         """A GPU changed: its node, when its phase, node, annotations or labels changed."""
@@ -334,11 +329,16 @@ class GPUNodeReconciler:
 
 
 def _comparable(gpu_node: Obj, keys: Keys) -> dict[str, Any]:
-    """The GPUNode without what changes on every write of ours (version, `last-sync`)."""
+    """The GPUNode without what changes on every write of ours (version, `last-sync`) and,
+    while it is Running, without the time of its agent's last heartbeat."""
     metadata = {k: v for k, v in metadata_of(gpu_node).items() if k not in _IGNORED_METADATA}
     annotations = {k: v for k, v in annotations_of(gpu_node).items() if k != keys.last_sync}
     metadata["annotations"] = annotations
-    return {**gpu_node, "metadata": metadata}
+    status = dict(status_of(gpu_node))
+    agent = status.get("hypervisorStatus")
+    if status.get("phase") == "Running" and isinstance(agent, Mapping):
+        status["hypervisorStatus"] = {k: v for k, v in agent.items() if k != "lastHeartbeatTime"}
+    return {**gpu_node, "metadata": metadata, "status": status}
 
 
 def _gpu_facts(gpu: Obj) -> tuple[object, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from tensorfusion.alerting.alertmanager_discovery import (
     StaticAlertmanagers,
     dns_resolver,
     headless_service_host,
+    hosts_file_resolver,
     target_url,
 )
 from tensorfusion.domain.alerting.alerts import AlertNotice
@@ -130,3 +132,21 @@ async def test_the_dns_resolver_answers_loopback_names() -> None:
     assert "127.0.0.1" in addresses or "::1" in addresses
     with pytest.raises(OSError):
         await dns_resolver("no-such-host.invalid")
+
+
+async def test_a_hosts_file_answers_before_dns_and_is_read_at_each_lookup(tmp_path: Path) -> None:
+    aliases = tmp_path / "hosts"
+    asked: list[str] = []
+
+    async def dns(host: str) -> list[str]:
+        asked.append(host)
+        return ["10.0.0.1"]
+
+    resolve = hosts_file_resolver(str(aliases), fallback=dns)
+    name = "alert-manager-headless.tf.svc.cluster.local"
+    assert await resolve(name) == ["10.0.0.1"], "no file yet: DNS"
+    aliases.write_text(f"# walkthrough\n127.0.0.2 {name}\n127.0.0.3 other {name}\n"
+                       f"127.0.0.2 {name}\n")  # fmt: skip
+    assert await resolve(name) == ["127.0.0.2", "127.0.0.3"]
+    assert await resolve("elsewhere") == ["10.0.0.1"]
+    assert asked == [name, "elsewhere"]

@@ -22,6 +22,7 @@ from .reconciler_fakes import (
     event,
     feed,
     gpu,
+    gpu_node,
     node,
     pool,
     rfc3339,
@@ -239,3 +240,23 @@ def test_handlers_ignore_what_changes_nothing() -> None:
     written = {**g1, "status": {**g1["status"], "available": {"tflops": "9", "vram": "9"}}}
     world.reconciler.on_gpu(event(written, EventKind.MODIFIED, g1))
     assert loop.queue.depth == 1
+
+
+def test_a_heartbeat_of_a_running_node_alone_queues_nothing_but_of_a_pending_one_does() -> None:
+    world = World()
+    loop = world.reconciler.loop
+
+    def beat(phase: str, at: float) -> dict[str, Any]:
+        obj = gpu_node("n7", "shared", heartbeat=at)
+        return {**obj, "status": {**obj["status"], "phase": phase}}
+
+    world.reconciler.on_gpu_node(event(beat("Running", 2.0), EventKind.MODIFIED,
+                                       beat("Running", 1.0)))  # fmt: skip
+    assert loop.queue.depth == 0, "the staleness recheck reads the latest beat when due"
+    world.reconciler.on_gpu_node(event(beat("Pending", 2.0), EventKind.MODIFIED,
+                                       beat("Pending", 1.0)))  # fmt: skip
+    assert loop.queue.depth == 1, "a Pending node waits for this beat"
+    stale = beat("Running", 2.0)
+    stale["status"]["hypervisorStatus"]["hypervisorState"] = "Stale"
+    world.reconciler.on_gpu_node(event(stale, EventKind.MODIFIED, beat("Running", 1.0)))
+    assert loop.queue.depth == 1  # n7 already queued: the state change queues it (deduplicated)

@@ -79,6 +79,10 @@ class ControllerEnvironment:
     """`WEBHOOK_SECRET_NAME`: the Secret holding the webhook certificate
     (`controller.admissionWebhooks.secretName`)."""
     webhook_cert_extra_hosts: tuple[str, ...] = ()
+    host_aliases_file: str = ""
+    """`HOST_ALIASES_FILE`: a hosts-format file consulted before DNS for the Alertmanager
+    replicas behind the headless Service, for controllers run outside a cluster (`dev up`, the
+    chart walkthrough); empty in a cluster."""
     """`WEBHOOK_CERT_EXTRA_HOSTS` (comma list): names or IPs added to a certificate the
     controller issues, besides the webhook Service's; a test setting (127.0.0.1)."""
     embedded_store_dir: str = "/var/lib/tensor-fusion/tsdb"
@@ -125,6 +129,7 @@ class ControllerEnvironment:
             webhook_cert_extra_hosts=tuple(
                 h.strip() for h in env.get("WEBHOOK_CERT_EXTRA_HOSTS", "").split(",") if h.strip()
             ),
+            host_aliases_file=env.get("HOST_ALIASES_FILE", "").strip(),
             embedded_store_dir=env.get("TSDB_EMBEDDED_DIR", "").strip()
             or "/var/lib/tensor-fusion/tsdb",
             tsdb=tsdb,
