@@ -1,0 +1,1 @@
+"""The production guide as checks (`tensor-fusion doctor`, doctor.md): pure parts."""
