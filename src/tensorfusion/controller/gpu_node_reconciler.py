@@ -43,6 +43,7 @@ from tensorfusion.domain.desired_state.objects import (
     merge_patch,
     metadata_of,
     name_of,
+    parse_time,
     status_of,
 )
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
@@ -125,9 +126,13 @@ class GPUNodeReconciler:
             self.loop.add(event.key.name)
 
     def on_gpu_node(self, event: InformerEvent) -> None:
-        """A GPUNode changed: not for our own `last-sync` stamp alone, nor for a heartbeat of a
-        Running node (the staleness recheck reads the latest beat when it is due)."""
-        if event.changed(lambda o: _comparable(o, self._keys)):
+        """A GPUNode changed: not for our own `last-sync` stamp alone, nor for a newer heartbeat
+        of a Running node (the staleness recheck reads the latest beat when it is due); a beat
+        that moved back in time (a restored or edited status) is looked at."""
+        old = event.old
+        forward = old is not None and (_heartbeat_of(event.obj) or 0.0) >= (
+            _heartbeat_of(old) or 0.0)  # fmt: skip
+        if event.changed(lambda o: _comparable(o, self._keys, ignore_beat=forward)):
             self.loop.add(event.key.name)
 
     def on_gpu(self, event: InformerEvent) -> None:
@@ -328,15 +333,20 @@ class GPUNodeReconciler:
         await self.writer.patch_fresh("GPU", gpu_name, build, status=True, cached=gpu)
 
 
-def _comparable(gpu_node: Obj, keys: Keys) -> dict[str, Any]:
+def _heartbeat_of(gpu_node: Obj) -> float | None:
+    agent = status_of(gpu_node).get("hypervisorStatus")
+    return parse_time(agent.get("lastHeartbeatTime")) if isinstance(agent, Mapping) else None
+
+
+def _comparable(gpu_node: Obj, keys: Keys, *, ignore_beat: bool = True) -> dict[str, Any]:
     """The GPUNode without what changes on every write of ours (version, `last-sync`) and,
-    while it is Running, without the time of its agent's last heartbeat."""
+    while it is Running and `ignore_beat`, without the time of its agent's last heartbeat."""
     metadata = {k: v for k, v in metadata_of(gpu_node).items() if k not in _IGNORED_METADATA}
     annotations = {k: v for k, v in annotations_of(gpu_node).items() if k != keys.last_sync}
     metadata["annotations"] = annotations
     status = dict(status_of(gpu_node))
     agent = status.get("hypervisorStatus")
-    if status.get("phase") == "Running" and isinstance(agent, Mapping):
+    if ignore_beat and status.get("phase") == "Running" and isinstance(agent, Mapping):
         status["hypervisorStatus"] = {k: v for k, v in agent.items() if k != "lastHeartbeatTime"}
     return {**gpu_node, "metadata": metadata, "status": status}
 

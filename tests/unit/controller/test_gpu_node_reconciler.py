@@ -246,8 +246,8 @@ def test_a_heartbeat_of_a_running_node_alone_queues_nothing_but_of_a_pending_one
     world = World()
     loop = world.reconciler.loop
 
-    def beat(phase: str, at: float) -> dict[str, Any]:
-        obj = gpu_node("n7", "shared", heartbeat=at)
+    def beat(phase: str, at: float, name: str = "n7") -> dict[str, Any]:
+        obj = gpu_node(name, "shared", heartbeat=at)
         return {**obj, "status": {**obj["status"], "phase": phase}}
 
     world.reconciler.on_gpu_node(event(beat("Running", 2.0), EventKind.MODIFIED,
@@ -256,7 +256,10 @@ def test_a_heartbeat_of_a_running_node_alone_queues_nothing_but_of_a_pending_one
     world.reconciler.on_gpu_node(event(beat("Pending", 2.0), EventKind.MODIFIED,
                                        beat("Pending", 1.0)))  # fmt: skip
     assert loop.queue.depth == 1, "a Pending node waits for this beat"
+    world.reconciler.on_gpu_node(event(beat("Running", 1.0, "n8"), EventKind.MODIFIED,
+                                       beat("Running", 2.0, "n8")))  # fmt: skip
+    assert loop.queue.depth == 2, "a beat moved back (an edited status) is looked at"
     stale = beat("Running", 2.0)
     stale["status"]["hypervisorStatus"]["hypervisorState"] = "Stale"
     world.reconciler.on_gpu_node(event(stale, EventKind.MODIFIED, beat("Running", 1.0)))
-    assert loop.queue.depth == 1  # n7 already queued: the state change queues it (deduplicated)
+    assert loop.queue.depth == 2  # n7 already queued: the state change queues it (deduplicated)
