@@ -19,6 +19,7 @@ import base64
 import contextlib
 import datetime
 import os
+import secrets
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,9 +35,11 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import ConfigMap, Secret, ServiceAccountToken
 
+from .agent_runner import AgentRunner
 from .chart_render import CHART, NAMESPACE, RELEASE
 from .controller_replicas import EXECUTABLE
 from .controlplane import Component, ControlPlane, free_port
+from .nodes import create_fake_gpu_node
 
 __all__ = [
     "ChartAlertmanagers",
@@ -316,3 +319,26 @@ class ChartAlertmanagers:
                 process.kill()
                 process.wait()
         self.processes.clear()
+
+
+async def simulated_gpu_nodes(
+    plane: ControlPlane, kube: AsyncClient, workdir: Path, write_url: str, count: int = 2
+) -> tuple[list[str], AgentRunner]:
+    """`count` fake GPU nodes of 2 simulated H100s each, and the runner that starts their
+    agents (not yet running) writing metrics to `write_url` with their ServiceAccount token."""
+    run = secrets.token_hex(3)
+    nodes = [f"gpu-{run}-{i}" for i in range(count)]
+    for name in nodes:
+        await create_fake_gpu_node(kube, name, gpus=2)
+
+    def sim_file(node: str) -> Path:
+        path = workdir / f"{node}.yaml"
+        path.write_text("gpus:\n" + "".join(
+            f"  - model: NVIDIA H100 80GB HBM3\n    vram: 80Gi\n    uuid: GPU-{node}-{g}\n"
+            "    usage: {temperature: 45}\n" for g in range(2)))  # fmt: skip
+        return path
+
+    token = workdir / "agent-token"
+    token.write_text(await token_of(kube, "tensor-fusion-hypervisor-sa"))
+    metrics = {"TF_METRICS_WRITE_URL": write_url, "TF_METRICS_WRITE_TOKEN_FILE": str(token)}
+    return nodes, AgentRunner(plane, kube, NAMESPACE, workdir, sim_file, metrics)

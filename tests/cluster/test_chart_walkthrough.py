@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,21 +35,20 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import on_error_retry
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.doctor.live_controller_api import GUIDE_TEST_POD
 from tensorfusion.runtime.leader_election import LEASE_NAME
 
 from ..integration.loopback_peers import WebhookReceiver
-from .agent_runner import AgentRunner
 from .chart_render import CHART, NAMESPACE, PRODUCTION, RELEASE, SNIPPETS
 from .chart_walkthrough import (
     ChartAlertmanagers,
     ChartControllers,
     Replica,
     helm_install,
-    token_of,
+    simulated_gpu_nodes,
 )
 from .controller_replicas import EXECUTABLE
 from .controlplane import Binaries, Component, ControlPlane, eventually
-from .nodes import create_fake_gpu_node
 
 pytestmark = pytest.mark.cluster
 
@@ -59,23 +57,7 @@ POOL: Any = resource_of("GPUPool")
 GPU_NODE: Any = resource_of("GPUNode")
 GPU: Any = resource_of("GPU")
 SCHEDULER = "tensor-fusion-scheduler"
-SIMULATE_BODY = """apiVersion: v1
-kind: Pod
-metadata:
-  name: test-pod
-  namespace: default
-  labels:
-    tensor-fusion.ai/enabled: "true"
-  annotations:
-    tensor-fusion.ai/tflops-request: "100"
-    tensor-fusion.ai/vram-request: "16Gi"
-    tensor-fusion.ai/tflops-limit: "100"
-    tensor-fusion.ai/vram-limit: "16Gi"
-spec:
-  schedulerName: tensor-fusion-scheduler
-  containers:
-  - name: test-container
-    image: nvidia/cuda"""
+SIMULATE_BODY = GUIDE_TEST_POD
 
 
 @pytest.fixture(scope="module")
@@ -303,24 +285,8 @@ async def walk(
     addresses = await alertmanagers.start()
 
     # -- GPU nodes with their agents (metrics through the standby, forwarded to the leader) ---
-    run = secrets.token_hex(3)
-    nodes = [f"gpu-{run}-{i}" for i in range(2)]
-    for name in nodes:
-        await create_fake_gpu_node(kube, name, gpus=2)
-
-    def sim_file(node: str) -> Path:
-        path = tmp_path / f"{node}.yaml"
-        path.write_text("gpus:\n" + "".join(
-            f"  - model: NVIDIA H100 80GB HBM3\n    vram: 80Gi\n    uuid: GPU-{node}-{g}\n"
-            "    usage: {temperature: 45}\n" for g in range(2)))  # fmt: skip
-        return path
-
-    # the agents write with their pods' ServiceAccount token, as the kubelet would mount it
-    agent_token = tmp_path / "agent-token"
-    agent_token.write_text(await token_of(kube, "tensor-fusion-hypervisor-sa"))
-    metrics = {"TF_METRICS_WRITE_URL": f"http://{standby.ip}:{standby.api_port}",
-               "TF_METRICS_WRITE_TOKEN_FILE": str(agent_token)}  # fmt: skip
-    runner = AgentRunner(plane, kube, NAMESPACE, tmp_path, sim_file, metrics)
+    write_url = f"http://{standby.ip}:{standby.api_port}"
+    nodes, runner = await simulated_gpu_nodes(plane, kube, tmp_path, write_url)
     async with runner.running(), confirming_deletions(kube, "default"):
 
         def watched() -> list[Component]:

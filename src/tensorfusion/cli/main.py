@@ -7,6 +7,7 @@ import typer
 from tensorfusion.cli.alerts import app as alerts_app
 from tensorfusion.cli.controller import CONTEXT, controller
 from tensorfusion.cli.crds import gen_crds
+from tensorfusion.cli.doctor import doctor
 from tensorfusion.cli.hypervisor import hypervisor
 from tensorfusion.cli.simulate import simulate, simulate_schedule_command
 from tensorfusion.cli.uninstall import uninstall
@@ -24,6 +25,7 @@ app.command("gen-crds")(gen_crds)
 app.command("controller", context_settings=CONTEXT)(controller)
 app.command("hypervisor", context_settings=CONTEXT)(hypervisor)
 app.command("uninstall")(uninstall)
+app.command("doctor")(doctor)
 app.add_typer(alerts_app, name="alerts")
 
 
