@@ -22,23 +22,24 @@ import os
 import secrets
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import yaml
-from lightkube import AsyncClient
+from lightkube import AsyncClient, KubeConfig
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import ConfigMap, Secret, ServiceAccountToken
 
+from ..integration.loopback_peers import stop_process
 from .agent_runner import AgentRunner
 from .chart_render import CHART, NAMESPACE, RELEASE
 from .controller_replicas import EXECUTABLE
-from .controlplane import Component, ControlPlane, free_port
+from .controlplane import Binaries, Component, ControlPlane, free_port
 from .nodes import create_fake_gpu_node
 
 __all__ = [
@@ -74,6 +75,28 @@ async def token_of(kube: AsyncClient, account: str) -> str:
     created = await kube.create(request, name=account, namespace=NAMESPACE)
     assert created.status is not None and created.status.token
     return str(created.status.token)
+
+
+@contextlib.contextmanager
+def own_control_plane(workdir: Path) -> Iterator[ControlPlane]:
+    """A control plane of a test module's own, so that the chart's cluster-wide objects
+    (webhook configuration, default pool, priority classes) stay out of the other tests' way."""
+    plane = ControlPlane(Binaries.locate(), workdir)
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@contextlib.asynccontextmanager
+async def admin_client(plane: ControlPlane, field_manager: str) -> AsyncIterator[AsyncClient]:
+    """An administrator's client of `plane`."""
+    client = AsyncClient(KubeConfig.from_file(plane.kubeconfig), field_manager=field_manager)
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 class ConfigDirectory:
@@ -311,13 +334,7 @@ class ChartAlertmanagers:
 
     def stop(self) -> None:
         for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process)
         self.processes.clear()
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient
 from lightkube.models.core_v1 import Container, PodSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.admissionregistration_v1 import MutatingWebhookConfiguration
@@ -44,11 +44,13 @@ from .chart_walkthrough import (
     ChartAlertmanagers,
     ChartControllers,
     Replica,
+    admin_client,
     helm_install,
+    own_control_plane,
     simulated_gpu_nodes,
 )
 from .controller_replicas import EXECUTABLE
-from .controlplane import Binaries, Component, ControlPlane, eventually
+from .controlplane import Component, ControlPlane, eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -62,23 +64,14 @@ SIMULATE_BODY = GUIDE_TEST_POD
 
 @pytest.fixture(scope="module")
 def walk_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A control plane for the walkthrough alone: the chart's cluster-wide objects (webhook
-    configuration, default pool, priority classes) stay out of the other tests' way."""
-    plane = ControlPlane(Binaries.locate(), tmp_path_factory.mktemp("walkthrough"))
-    plane.start()
-    try:
+    with own_control_plane(tmp_path_factory.mktemp("walkthrough")) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture
 async def walk_kube(walk_plane: ControlPlane) -> AsyncIterator[AsyncClient]:
-    client = AsyncClient(KubeConfig.from_file(walk_plane.kubeconfig), field_manager="walkthrough")
-    try:
+    async with admin_client(walk_plane, "walkthrough") as client:
         yield client
-    finally:
-        await client.close()
 
 
 async def http(method: str, url: str, body: str | None = None,

@@ -38,7 +38,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.admissionregistration_v1 import MutatingWebhookConfiguration
 from lightkube.resources.apps_v1 import StatefulSet
@@ -63,11 +63,13 @@ from .chart_walkthrough import (
     ChartAlertmanagers,
     ChartControllers,
     Replica,
+    admin_client,
     helm_install,
+    own_control_plane,
     simulated_gpu_nodes,
 )
 from .controller_replicas import EXECUTABLE
-from .controlplane import Binaries, Component, ControlPlane, component_environment, eventually
+from .controlplane import Component, ControlPlane, component_environment, eventually
 from .nodes import node_status
 
 pytestmark = pytest.mark.cluster
@@ -86,22 +88,14 @@ GPU: Any = resource_of("GPU")
 
 @pytest.fixture(scope="module")
 def doctor_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A control plane of its own: the chart's cluster-wide objects stay out of other tests."""
-    plane = ControlPlane(Binaries.locate(), tmp_path_factory.mktemp("doctor"))
-    plane.start()
-    try:
+    with own_control_plane(tmp_path_factory.mktemp("doctor")) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest.fixture
 async def doctor_kube(doctor_plane: ControlPlane) -> AsyncIterator[AsyncClient]:
-    client = AsyncClient(KubeConfig.from_file(doctor_plane.kubeconfig), field_manager="doctor")
-    try:
+    async with admin_client(doctor_plane, "doctor") as client:
         yield client
-    finally:
-        await client.close()
 
 
 def host_address() -> str:

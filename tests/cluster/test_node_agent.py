@@ -64,27 +64,47 @@ async def http(method: str, url: str) -> tuple[int, Any]:
         return reply.status, text
 
 
+async def pool_of_nodes(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+    *,
+    count: int = 1,
+    spec: dict[str, Any] | None = None,
+    suffix: str = "pool",
+) -> tuple[str, str, list[str]]:
+    """(run, pool, nodes): the CRDs, `count` fake GPU nodes labelled `tf-run=<run>` (created one
+    by one, so their creation times differ), and a GPUPool selecting them with `spec` added to
+    its own; the pool and the nodes' GPUNodes are deleted after the test."""
+    await install_crds(control_plane)
+    run = secrets.token_hex(3)
+    pool = f"tf-{run}-{suffix}"
+    nodes = []
+    for _ in range(count):
+        [node_model] = await fake_gpu_nodes(1, labels={"tf-run": run})
+        assert node_model.metadata is not None and node_model.metadata.name
+        nodes.append(node_model.metadata.name)
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "tf-run", "operator": "In", "values": [run]}]}]}  # fmt: skip
+    extra = dict(spec or {})
+    manager = {"nodeSelector": selector, **extra.pop("nodeManagerConfig", {})}
+    await kube.create(POOL({"apiVersion": V1, "kind": "GPUPool", "metadata": {"name": pool},
+                            "spec": {"nodeManagerConfig": manager, **extra}}))  # fmt: skip
+    cluster_objects(POOL, pool)
+    for node in nodes:
+        cluster_objects(GPU_NODE, node)
+    return run, pool, nodes
+
+
 async def pool_of_one_node(
     control_plane: ControlPlane,
     kube: AsyncClient,
     fake_gpu_nodes: FakeGpuNodes,
     cluster_objects: DeleteLater,
 ) -> tuple[str, str, str]:
-    """(run, pool, node): the CRDs, one fake GPU node labelled `tf-run=<run>`, and a GPUPool
-    selecting it; the pool and the node's GPUNode are deleted after the test."""
-    await install_crds(control_plane)
-    run = secrets.token_hex(3)
-    pool = f"tf-{run}-pool"
-    [node_model] = await fake_gpu_nodes(1, labels={"tf-run": run})
-    assert node_model.metadata is not None and node_model.metadata.name
-    node = node_model.metadata.name
-    selector = {"nodeSelectorTerms": [{"matchExpressions": [
-        {"key": "tf-run", "operator": "In", "values": [run]}]}]}  # fmt: skip
-    spec = {"nodeManagerConfig": {"nodeSelector": selector}}
-    await kube.create(POOL({"apiVersion": V1, "kind": "GPUPool", "metadata": {"name": pool},
-                            "spec": spec}))  # fmt: skip
-    cluster_objects(POOL, pool)
-    cluster_objects(GPU_NODE, node)
+    """(run, pool, node): `pool_of_nodes` with one node."""
+    run, pool, [node] = await pool_of_nodes(control_plane, kube, fake_gpu_nodes, cluster_objects)
     return run, pool, node
 
 

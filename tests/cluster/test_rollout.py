@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,10 +27,11 @@ from tensorfusion.domain.desired_state.rollout import BATCH_POLL_S
 
 from .agent_runner import AgentRunner
 from .conftest import DeleteLater
-from .controller_replicas import Start, install_crds
+from .controller_replicas import Start
 from .controlplane import ControlPlane, eventually
 from .nodes import FakeGpuNodes
-from .test_controller_reconcilers import GPU, GPU_NODE, POD, POOL, V1, read, status
+from .test_controller_reconcilers import GPU, GPU_NODE, POD, POOL, read, status
+from .test_node_agent import pool_of_nodes
 
 pytestmark = pytest.mark.cluster
 
@@ -53,29 +53,17 @@ async def test_a_changed_agent_image_rolls_out_as_the_pool_policy_says(
     cluster_objects: DeleteLater,
     tmp_path: Path,
 ) -> None:
-    await install_crds(control_plane)
     await kube.create(ServiceAccount(metadata=ObjectMeta(name="tensor-fusion-hypervisor-sa",
                                                          namespace=namespace)))  # fmt: skip
-    run = secrets.token_hex(3)
-    pool = f"tf-{run}-roll"
-    nodes = []
-    for _ in range(NODES):  # one by one: distinct creation times, the rollout's order
-        [created] = await fake_gpu_nodes(1, labels={"tf-run": run})
-        assert created.metadata and created.metadata.name
-        nodes.append(created.metadata.name)
     closed = f"0 {(datetime.now(UTC).hour + 12) % 24} * * *"
     policy = {"autoUpdateHypervisor": False, "batchPercentage": 20,
               "batchInterval": f"{INTERVAL_S}s", "maxDuration": "30m",
               "maintenanceWindow": {"includes": [closed]}}  # fmt: skip
-    selector = {"nodeSelectorTerms": [{"matchExpressions": [
-        {"key": "tf-run", "operator": "In", "values": [run]}]}]}  # fmt: skip
-    spec = {"nodeManagerConfig": {"nodeSelector": selector, "nodePoolRollingUpdatePolicy": policy},
+    spec = {"nodeManagerConfig": {"nodePoolRollingUpdatePolicy": policy},
             "componentConfig": {"hypervisor": {"image": "example.com/agent:1"}}}  # fmt: skip
-    await kube.create(POOL({"apiVersion": V1, "kind": "GPUPool", "metadata": {"name": pool},
-                            "spec": spec}))  # fmt: skip
-    cluster_objects(POOL, pool)
+    run, pool, nodes = await pool_of_nodes(control_plane, kube, fake_gpu_nodes, cluster_objects,
+                                           count=NODES, spec=spec, suffix="roll")  # fmt: skip
     for name in nodes:
-        cluster_objects(GPU_NODE, name)
         cluster_objects(GPU, f"gpu-{run}-{name}".lower())
     controller = replicas("replica-r", "-leader-elect", "-agent-readiness", "heartbeat")
 

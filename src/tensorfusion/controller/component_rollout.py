@@ -181,10 +181,11 @@ class ComponentRollout:
     def _components(self, pool: Obj, now: float) -> list[tuple[str, str | None, list[NodeRollout]]]:
         name = name_of(pool)
         worker = ((pool.get("spec") or {}).get("componentConfig") or {}).get("worker") or {}
+        client = _client_hash(pool)
         return [
             (COMPONENT_HYPERVISOR, self._agents.component_hash(pool), self._agent_nodes(name, now)),
             (COMPONENT_WORKER, stable_hash(worker), []),
-            (COMPONENT_CLIENT, _client_hash(pool), self._client_instances(name)),
+            (COMPONENT_CLIENT, client, self._client_instances(name, client)),
         ]
 
     def _agent_nodes(self, pool: str, now: float) -> list[NodeRollout]:
@@ -201,7 +202,7 @@ class ComponentRollout:
             nodes.append(NodeRollout(name, _created(gpu_node), sync.in_sync, ready))
         return nodes
 
-    def _client_instances(self, pool: str) -> list[NodeRollout]:
+    def _client_instances(self, pool: str, target: str | None) -> list[NodeRollout]:
         found = []
         for pod in self._client_pods.list():
             labels = labels_of(pod)
@@ -211,13 +212,9 @@ class ComponentRollout:
                 continue
             current = labels.get(self._keys.pod_template_hash)
             key = f"{metadata_of(pod).get('namespace')}/{name_of(pod)}"
-            found.append(NodeRollout(key, _created(pod), current == self._client_target(pool),
+            found.append(NodeRollout(key, _created(pod), current == target,
                                      status_of(pod).get("phase") == "Running"))  # fmt: skip
         return found
-
-    def _client_target(self, pool: str) -> str | None:
-        obj = self._pools.get(pool)
-        return _client_hash(obj) if obj is not None else None
 
     async def _replace(self, pool: str, component: str, names: tuple[str, ...]) -> None:
         _log.info("pool %s: %s rollout batch: %s", pool, component, ", ".join(names))

@@ -26,6 +26,7 @@ from tensorfusion.domain.desired_state.gpu_nodes import (
     current_hypervisor_pod,
     gpu_node_status,
     gpu_phase,
+    heartbeat_time,
     missing_since,
 )
 from tensorfusion.domain.desired_state.node_selection import (
@@ -43,7 +44,6 @@ from tensorfusion.domain.desired_state.objects import (
     merge_patch,
     metadata_of,
     name_of,
-    parse_time,
     status_of,
 )
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
@@ -130,8 +130,8 @@ class GPUNodeReconciler:
         of a Running node (the staleness recheck reads the latest beat when it is due); a beat
         that moved back in time (a restored or edited status) is looked at."""
         old = event.old
-        forward = old is not None and (_heartbeat_of(event.obj) or 0.0) >= (
-            _heartbeat_of(old) or 0.0)  # fmt: skip
+        forward = old is not None and (heartbeat_time(event.obj) or 0.0) >= (
+            heartbeat_time(old) or 0.0)  # fmt: skip
         if event.changed(lambda o: _comparable(o, self._keys, ignore_beat=forward)):
             self.loop.add(event.key.name)
 
@@ -331,11 +331,6 @@ class GPUNodeReconciler:
             return {"status": {"phase": phase}} if phase else None
 
         await self.writer.patch_fresh("GPU", gpu_name, build, status=True, cached=gpu)
-
-
-def _heartbeat_of(gpu_node: Obj) -> float | None:
-    agent = status_of(gpu_node).get("hypervisorStatus")
-    return parse_time(agent.get("lastHeartbeatTime")) if isinstance(agent, Mapping) else None
 
 
 def _comparable(gpu_node: Obj, keys: Keys, *, ignore_beat: bool = True) -> dict[str, Any]:

@@ -259,7 +259,7 @@ def test_a_heartbeat_of_a_running_node_alone_queues_nothing_but_of_a_pending_one
     world.reconciler.on_gpu_node(event(beat("Running", 1.0, "n8"), EventKind.MODIFIED,
                                        beat("Running", 2.0, "n8")))  # fmt: skip
     assert loop.queue.depth == 2, "a beat moved back (an edited status) is looked at"
-    stale = beat("Running", 2.0)
+    stale = beat("Running", 2.0, "n9")
     stale["status"]["hypervisorStatus"]["hypervisorState"] = "Stale"
-    world.reconciler.on_gpu_node(event(stale, EventKind.MODIFIED, beat("Running", 1.0)))
-    assert loop.queue.depth == 2  # n7 already queued: the state change queues it (deduplicated)
+    world.reconciler.on_gpu_node(event(stale, EventKind.MODIFIED, beat("Running", 1.0, "n9")))
+    assert loop.queue.depth == 3, "a new agent state is looked at"

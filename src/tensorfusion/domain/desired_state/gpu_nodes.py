@@ -43,6 +43,7 @@ __all__ = [
     "current_hypervisor_pod",
     "gpu_node_status",
     "gpu_phase",
+    "heartbeat_time",
     "missing_since",
 ]
 
@@ -78,7 +79,8 @@ def current_hypervisor_pod(pods: Iterable[Obj]) -> Obj | None:
     )
 
 
-def _heartbeat(gpu_node: Obj) -> float | None:
+def heartbeat_time(gpu_node: Obj) -> float | None:
+    """When the node agent last beat (`hypervisorStatus.lastHeartbeatTime`), None if never."""
     hypervisor = status_of(gpu_node).get("hypervisorStatus")
     if not isinstance(hypervisor, Mapping):
         return None
@@ -105,7 +107,7 @@ def agent_readiness(
     mode: AgentReadinessMode, gpu_node: Obj, pod: Obj | None, now: float
 ) -> AgentReadiness:
     """The node agent's readiness by `mode`, with the staleness of its heartbeat."""
-    beat = _heartbeat(gpu_node)
+    beat = heartbeat_time(gpu_node)
     age = None if beat is None else max(now - beat, 0.0)
     stale = age is not None and age > HEARTBEAT_TIMEOUT_S
     if mode == "pod":
