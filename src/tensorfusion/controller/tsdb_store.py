@@ -94,9 +94,15 @@ class EmbeddedWriteBuffer:
         self.dropped: Tally[str] = Tally()
         self._unlogged_drops: Tally[str] = Tally()
         self._last_drop_log = float("-inf")
+        self.stopped = False
 
     def __len__(self) -> int:
         return sum(len(rows) for rows in self._pending.values())
+
+    async def stop(self) -> None:
+        """Wait for an insert in progress; later writes only queue."""
+        async with self._lock:
+            self.stopped = True
 
     def add(self, rows: Sequence[MetricRow]) -> None:
         """Queue rows; when over the cap the oldest rows (by time, any table) are dropped."""
@@ -134,6 +140,8 @@ class EmbeddedWriteBuffer:
         """Queue `rows`, then try to insert everything queued; True when nothing is left."""
         self.add(rows)
         async with self._lock:
+            if self.stopped:
+                return False
             errors: list[str] = []
             for table in sorted(self._pending):
                 queue = self._pending[table]
@@ -220,10 +228,21 @@ class TermStore:
             await self.store.close()
         finally:
             if self.embedded is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.to_thread(self.embedded.close)
+                await self._close_embedded()
             if self.path is not None:
                 _remove_database_files(self.path)
+
+    async def _close_embedded(self) -> None:
+        """Close the DuckDB file once no insert and no read query uses it any more: closing
+        it under a running query can deadlock inside DuckDB."""
+        assert self.embedded is not None
+        if self.buffer is not None:
+            await self.buffer.stop()
+        if isinstance(self.store, EmbeddedMetricsStore) and self.store.queries_in_flight:
+            _log.warning("embedded metrics store: %s left open, a query still runs", self.path)
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.embedded.close)
 
 
 def _remove_database_files(path: Path) -> None:

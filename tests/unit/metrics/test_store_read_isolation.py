@@ -16,7 +16,9 @@ from tensorfusion.adapters.tsdb.store import (
     StoreQueryError,
     StoreUnavailableError,
 )
+from tensorfusion.controller.tsdb_store import open_term_store
 from tensorfusion.domain.metrics.rows import MetricRow
+from tensorfusion.domain.settings.controller_environment import TsdbEnvironment
 
 # Long enough (seconds) that it is always interrupted by the timeouts below.
 _LONG_QUERY = "SELECT count(*) FROM range(4000000000) t WHERE t.range % 7 = 10"
@@ -187,3 +189,33 @@ def test_the_reader_logs_in_as_the_given_user() -> None:
     assert (default.user, default.password) == ("root", "")
     cloud = GreptimeSettings(host="h", is_cloud=True, user="u", password="p").reader()
     assert (cloud.user, cloud.password, cloud.tls) == ("u", "p", True)
+
+
+async def test_closing_the_term_store_waits_for_a_cancelled_query_before_closing_the_file(
+    tmp_path: Any,
+) -> None:
+    """The database is closed only after every query thread has returned (closing it under a
+    running query can deadlock inside DuckDB)."""
+    term = open_term_store(TsdbEnvironment(), embedded_dir=tmp_path, term_id="t1")
+    store = term.store
+    assert isinstance(store, EmbeddedMetricsStore)
+    assert term.embedded is not None
+    closed_with_queries: list[int] = []
+    close_database = term.embedded.close
+
+    def close_and_record() -> None:
+        closed_with_queries.append(store.queries_in_flight)
+        close_database()
+
+    term.embedded.close = close_and_record  # type: ignore[method-assign]
+    query = asyncio.create_task(store.query(_LONG_QUERY, 60))
+    deadline = asyncio.get_running_loop().time() + 10
+    while not store.queries_in_flight:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.01)
+    query.cancel()
+    await term.close()
+    assert closed_with_queries == [0]
+    assert not list(tmp_path.glob("*.duckdb"))
+    with pytest.raises(asyncio.CancelledError):
+        await query

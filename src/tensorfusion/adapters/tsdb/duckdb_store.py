@@ -47,6 +47,7 @@ _TYPE_OF: Final[dict[type, ColumnType]] = {
     str: ColumnType.STRING,
 }
 _INTERRUPT_AGAIN_S: Final = 0.05
+_DRAIN_TIMEOUT_S: Final = 5.0
 _IDENTIFIER_OK: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -300,13 +301,6 @@ class DuckDBMetricsStore:
             self._connection.close()
 
 
-def _release(reader: ReadCursor, done: asyncio.Future[QueryResult]) -> None:
-    """Close a finished query's cursor; the outcome of a timed-out query is dropped here."""
-    reader.close()
-    if not done.cancelled():
-        done.exception()
-
-
 def _interrupt_until_done(reader: ReadCursor, task: asyncio.Future[QueryResult]) -> None:
     """Interrupt the query now and again every 50 ms until its thread has returned (DuckDB
     forgets an interrupt that arrives just before a statement starts); needs no awaiting."""
@@ -336,6 +330,7 @@ class EmbeddedMetricsStore:
         self._retention_task: asyncio.Task[None] | None = None
         self._clock_ms = clock_ms
         self._health = StoreHealth("duckdb", database.path, detail={"embedded": True})
+        self._queries: dict[asyncio.Future[QueryResult], ReadCursor] = {}
 
     async def start(self) -> None:
         """Start the retention loop."""
@@ -343,19 +338,51 @@ class EmbeddedMetricsStore:
             self._retention_task = asyncio.create_task(self._retention_loop())
 
     async def close(self) -> None:
-        """Stop the retention loop (the database stays open for its owner)."""
+        """Stop the retention loop and interrupt the queries still running (the database stays
+        open for its owner)."""
         if self._retention_task is not None:
             self._retention_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retention_task
             self._retention_task = None
+        await self.drain_queries()
+
+    async def drain_queries(self, timeout_s: float = _DRAIN_TIMEOUT_S) -> bool:
+        """Interrupt every query in flight and wait until their threads have returned; False
+        when one is still running after `timeout_s` (the database must not be closed then)."""
+        running = {task: reader for task, reader in self._queries.items() if not task.done()}
+        if not running:
+            return True
+        for task, reader in running.items():
+            _interrupt_until_done(reader, task)
+        _done, pending = await asyncio.wait(running, timeout=timeout_s)
+        if pending:
+            _log.warning(
+                "embedded store: %d queries still running %gs after their interrupt",
+                len(pending),
+                timeout_s,
+            )
+        return not pending
+
+    def _release(self, reader: ReadCursor, done: asyncio.Future[QueryResult]) -> None:
+        """Close a finished query's cursor; the outcome of a timed-out query is dropped here."""
+        self._queries.pop(done, None)
+        reader.close()
+        if not done.cancelled():
+            done.exception()
+
+    @property
+    def queries_in_flight(self) -> int:
+        """Read queries whose worker thread has not returned yet."""
+        return sum(1 for task in self._queries if not task.done())
 
     async def query(self, sql: str, timeout_s: float) -> QueryResult:
         """Run a query on its own cursor in a worker thread, interrupting it at the timeout,
         or when the caller is cancelled (a rule removed, the evaluator stopped)."""
         reader = self.database.reader()
         task = asyncio.ensure_future(asyncio.to_thread(reader.query, sql))
-        task.add_done_callback(lambda done: _release(reader, done))
+        self._queries[task] = reader
+        task.add_done_callback(lambda done: self._release(reader, done))
         try:
             result = await asyncio.wait_for(asyncio.shield(task), timeout_s)
         except asyncio.CancelledError:
