@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: demo test test-unit test-integration test-cluster lint format bench crds venv system-deps testenv images clean
+.PHONY: demo dev dev-down test test-unit test-integration test-cluster lint format bench crds venv system-deps testenv images clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,14 @@ venv: $(VENV)/.installed
 ## The main job on its embedded default: the simulator on the bundled example cluster and trace.
 demo: venv
 	$(BIN)/tensor-fusion simulate examples/cluster.yaml examples/workload.yaml
+
+## The real system on this machine: control plane, chart, two controllers, simulated GPU nodes
+## (docs/dev.md); `make dev-down` stops it.
+dev: venv system-deps testenv
+	$(BIN)/tensor-fusion dev up
+
+dev-down: venv
+	$(BIN)/tensor-fusion dev down
 
 ## Every test tier: unit, integration (real Alertmanager, MariaDB), cluster (real control plane).
 test: venv system-deps testenv

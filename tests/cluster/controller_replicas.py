@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,12 +11,12 @@ import aiohttp
 from lightkube import AsyncClient
 from lightkube.resources.coordination_v1 import Lease
 
+from tensorfusion.devenv.source_tree import CRDS, EXECUTABLE
 from tensorfusion.runtime.leader_election import LEASE_NAME
 
 from .controlplane import Component, ControlPlane, free_port
 
-CRDS = Path(__file__).resolve().parents[2] / "charts" / "tensor-fusion" / "crds"
-EXECUTABLE = Path(sys.executable).with_name("tensor-fusion")
+__all__ = ["CRDS", "EXECUTABLE", "Replica", "Start", "holder", "install_crds", "started_replicas"]
 
 
 async def install_crds(control_plane: ControlPlane) -> None:

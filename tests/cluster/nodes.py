@@ -7,7 +7,6 @@ way it is kept.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -18,44 +17,13 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
+from tensorfusion.devenv.fake_nodes import gpu_node_labels, node_status
+
+__all__ = ["DEFAULT_GPU_PRODUCT", "GPU_RESOURCE", "FakeGpuNodes", "create_fake_gpu_node",
+           "gpu_node_labels", "node_status"]  # fmt: skip
+
 GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
-
-
-def gpu_node_labels(name: str, gpus: int, product: str) -> dict[str, str]:
-    """Labels a GPU node carries in a real cluster (kubelet, NVIDIA GPU feature discovery)."""
-    return {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": "amd64",
-        "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.count": str(gpus),
-        "nvidia.com/gpu.product": product,
-    }
-
-
-def node_status(
-    resources: Mapping[str, str], *, ready: bool = True, hostname: str | None = None
-) -> dict[str, object]:
-    """A ``NodeStatus`` body: capacity = allocatable = ``resources``, one Ready condition."""
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status: dict[str, object] = {
-        "capacity": dict(resources),
-        "allocatable": dict(resources),
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": "True" if ready else "False",
-                "reason": "KubeletReady" if ready else "KubeletNotReady",
-                "message": "fake node of the test control plane",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-        ],
-    }
-    if hostname:
-        status["addresses"] = [{"type": "Hostname", "address": hostname}]
-    return status
 
 
 async def create_fake_gpu_node(

@@ -35,6 +35,7 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import on_error_retry
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.devenv.chart_controllers import point_webhook
 from tensorfusion.doctor.live_controller_api import GUIDE_TEST_POD
 from tensorfusion.runtime.leader_election import LEASE_NAME
 
@@ -135,20 +136,8 @@ async def point_webhook_at(kube: AsyncClient, replica: Replica,
                            components: list[Component]) -> None:  # fmt: skip
     """The chart's webhook configuration called on the replica's loopback address (its
     certificate names the replicas' addresses, `WEBHOOK_CERT_EXTRA_HOSTS`)."""
-    name = f"{RELEASE}-mutating-webhook"
     url = f"https://{replica.ip}:{replica.webhook_port}/mutate-v1-pod"
-    current = await kube.get(MutatingWebhookConfiguration, name)
-    body = current.to_dict()  # type: ignore[no-untyped-call]
-    for hook in body["webhooks"]:
-        hook["clientConfig"].pop("service", None)
-        hook["clientConfig"]["url"] = url
-    await kube.replace(MutatingWebhookConfiguration.from_dict(body))  # type: ignore[no-untyped-call]
-
-    async def ca_set() -> bool:
-        found = await kube.get(MutatingWebhookConfiguration, name)
-        return bool((found.webhooks or [])[0].clientConfig.caBundle)
-
-    await eventually(ca_set, what="the caBundle kept by the controller", components=components)
+    await point_webhook(kube, url, components)
 
 
 async def restore_webhook_service(kube: AsyncClient) -> None:

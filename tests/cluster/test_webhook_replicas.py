@@ -26,12 +26,12 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.devenv.tcp_proxy import round_robin_proxy
 
 from ..unit.admission.admission_builders import make_pod, resources_ok
 from .conftest import DeleteLater
 from .controller_replicas import Replica, Start, holder
 from .controlplane import Component, ControlPlane, eventually
-from .tcp_proxy import round_robin_proxy
 from .webhook_setup import PRIORITY_CLASSES, WebhookCluster, create_priority_classes, start_webhook
 
 pytestmark = pytest.mark.cluster

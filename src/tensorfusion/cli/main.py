@@ -7,6 +7,7 @@ import typer
 from tensorfusion.cli.alerts import app as alerts_app
 from tensorfusion.cli.controller import CONTEXT, controller
 from tensorfusion.cli.crds import gen_crds
+from tensorfusion.cli.dev import app as dev_app
 from tensorfusion.cli.doctor import doctor
 from tensorfusion.cli.hypervisor import hypervisor
 from tensorfusion.cli.simulate import simulate, simulate_schedule_command
@@ -27,6 +28,7 @@ app.command("hypervisor", context_settings=CONTEXT)(hypervisor)
 app.command("uninstall")(uninstall)
 app.command("doctor")(doctor)
 app.add_typer(alerts_app, name="alerts")
+app.add_typer(dev_app, name="dev")
 
 
 def main() -> None:

@@ -26,7 +26,15 @@ from tensorfusion.domain.model import (
 from tensorfusion.domain.vocabulary import GPUPhase
 from tensorfusion.sim.cluster_file import ClusterFile, HardwareModel, NodeSpec, PoolSpec
 
-__all__ = ["AGENT_INDEX_CAPACITY", "NVLINK_BANDWIDTH_MBPS", "ClusterObjects", "cluster_objects"]
+__all__ = [
+    "AGENT_INDEX_CAPACITY",
+    "NVLINK_BANDWIDTH_MBPS",
+    "ClusterObjects",
+    "cluster_objects",
+    "node_object",
+    "numa_of",
+    "nvlink_peers",
+]
 
 NVLINK_BANDWIDTH_MBPS: Final = 600_000
 AGENT_INDEX_CAPACITY: Final = 36
@@ -75,7 +83,8 @@ def _pool(pool: PoolSpec) -> tuple[GPUPool, SchedulingConfigTemplate]:
     return gpu_pool, template
 
 
-def _numa_of(index: int, spec: NodeSpec) -> int:
+def numa_of(index: int, spec: NodeSpec) -> int:
+    """The NUMA node of GPU `index` (the GPUs split evenly over `numaNodes`), -1 if unknown."""
     domains = spec.gpus.numa_nodes
     if domains <= 0:
         return -1
@@ -83,7 +92,8 @@ def _numa_of(index: int, spec: NodeSpec) -> int:
     return index // per_domain
 
 
-def _peer_indices(index: int, spec: NodeSpec) -> list[int]:
+def nvlink_peers(index: int, spec: NodeSpec) -> list[int]:
+    """The GPUs GPU `index` has NVLink to, per the node's `nvlink` mode."""
     mode, count = spec.gpus.nvlink, spec.gpus.count
     if mode == "none":
         return []
@@ -93,15 +103,15 @@ def _peer_indices(index: int, spec: NodeSpec) -> list[int]:
         base = index - index % 2
         group = [i for i in (base, base + 1) if i < count]
     else:
-        numa = _numa_of(index, spec)
-        group = [i for i in range(count) if _numa_of(i, spec) == numa]
+        numa = numa_of(index, spec)
+        group = [i for i in range(count) if numa_of(i, spec) == numa]
     return [i for i in group if i != index]
 
 
 def _gpu(name: str, index: int, spec: NodeSpec, hardware: HardwareModel, isolation: str) -> GPU:
     uuids = [f"gpu-{name}-{i}" for i in range(spec.gpus.count)]
     override = next((o for o in spec.gpus.overrides if o.index == index), None)
-    numa = _numa_of(index, spec)
+    numa = numa_of(index, spec)
     if override is not None and override.numa_node is not None:
         numa = override.numa_node
     status: dict[str, Any] = {
@@ -120,7 +130,7 @@ def _gpu(name: str, index: int, spec: NodeSpec, hardware: HardwareModel, isolati
         "topology": {"peers": [
             {"peerGPUUUID": uuids[i], "tier": 0, "linkType": "NVLink",
              "bandwidth": NVLINK_BANDWIDTH_MBPS}
-            for i in _peer_indices(index, spec)
+            for i in nvlink_peers(index, spec)
         ]},
     }  # fmt: skip
     labels = {KEYS.gpupool: spec.pool, KEYS.managed_by: name}

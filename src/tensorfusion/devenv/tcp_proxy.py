@@ -1,4 +1,5 @@
-"""A round-robin TCP proxy for the cluster tier: raw bytes relayed, TLS passed through untouched.
+"""A round-robin TCP proxy: raw bytes relayed, TLS passed through untouched (a Service of the dev
+environment, the replicas of the cluster tier).
 
 A MutatingWebhookConfiguration names one URL; to have the API server call several controller
 replicas, register the proxy's address and let it hand each new connection to the next replica.
@@ -30,8 +31,11 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 class RoundRobinProxy:
     """Listens on one address; each accepted connection goes to the next upstream in turn."""
 
-    def __init__(self, upstreams: Sequence[tuple[str, int]]) -> None:
+    def __init__(self, upstreams: Sequence[tuple[str, int]], *, failover: bool = False) -> None:
+        """`failover`: a connection an upstream refuses goes to the next one, as a Service
+        skips an endpoint that is down (else it is closed)."""
         self.upstreams = list(upstreams)
+        self.failover = failover
         self.connections = [0] * len(self.upstreams)
         self._turn = itertools.cycle(range(len(self.upstreams)))
         self._server: asyncio.Server | None = None
@@ -46,18 +50,27 @@ class RoundRobinProxy:
         assert task is not None
         self._handlers.add(task)
         try:
-            index = next(self._turn)
-            try:
-                upstream_reader, upstream_writer = await asyncio.open_connection(
-                    *self.upstreams[index]
-                )
-            except OSError:
+            tries = len(self.upstreams) if self.failover else 1
+            for _ in range(tries):
+                index = next(self._turn)
+                try:
+                    upstream_reader, upstream_writer = await asyncio.open_connection(
+                        *self.upstreams[index]
+                    )
+                    break
+                except OSError:
+                    continue
+            else:
                 client_writer.close()
                 return
             self.connections[index] += 1
             await asyncio.gather(
                 _pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer)
             )
+        except asyncio.CancelledError:
+            # closed by `close` (the pipes closed their writers): a handler that ends
+            # cancelled is logged as an error by asyncio's stream server on Python 3.11
+            pass
         finally:
             client_writer.close()
             self._handlers.discard(task)
@@ -77,10 +90,10 @@ class RoundRobinProxy:
 
 @contextlib.asynccontextmanager
 async def round_robin_proxy(
-    host: str, port: int, upstreams: Sequence[tuple[str, int]]
+    host: str, port: int, upstreams: Sequence[tuple[str, int]], *, failover: bool = False
 ) -> AsyncIterator[RoundRobinProxy]:
     """A started ``RoundRobinProxy`` on ``host:port``, closed afterwards."""
-    proxy = RoundRobinProxy(upstreams)
+    proxy = RoundRobinProxy(upstreams, failover=failover)
     await proxy.start(host, port)
     try:
         yield proxy
