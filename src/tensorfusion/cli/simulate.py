@@ -25,9 +25,10 @@ from tensorfusion.domain.vocabulary import PlacementMode
 from tensorfusion.sim.cluster_file import load_cluster
 from tensorfusion.sim.html_report import render_html
 from tensorfusion.sim.input_errors import InputError, read_yaml
+from tensorfusion.sim.progress import ProgressLines
 from tensorfusion.sim.runner import SimulationOptions, run_simulation, simulate_schedule
 from tensorfusion.sim.virtual_cluster import PolicyOverrides
-from tensorfusion.sim.workload_file import load_workload, pod_shape_problem
+from tensorfusion.sim.workload_file import load_workload, parse_seconds, pod_shape_problem
 
 __all__ = ["simulate", "simulate_schedule_command"]
 
@@ -55,6 +56,18 @@ def _writable(path: Path | None, flag: str) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir() or not parent.is_dir() or not os.access(parent, os.W_OK):
         raise InputError(f"{flag} {path}: cannot write there (the folder must exist)")
+
+
+def _horizon(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = parse_seconds(value)
+    except ValueError as exc:
+        raise InputError(f"--until: invalid value {value!r}: {exc}") from None
+    if seconds <= 0:
+        raise InputError(f"--until: invalid value {value!r}: must be a duration above zero")
+    return seconds
 
 
 def _placement_mode(value: str | None) -> PlacementMode | None:
@@ -137,6 +150,13 @@ def simulate(
     metrics_db: Annotated[
         Path | None, typer.Option(help="Keep the simulated tf_* metrics in this DuckDB file.")
     ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            help="End the run at this simulated time (90, 30s, 5m, 1h30m); later arrivals "
+            "are left out and pods still running or waiting are reported so."
+        ),
+    ] = None,
     verify_fast_path: Annotated[
         bool,
         typer.Option(
@@ -169,10 +189,16 @@ def simulate(
             raise InputError(f"--pool: invalid value {pool!r}: no such pool in {cluster}")
         trace = load_workload(workload)
         options = SimulationOptions(
-            overrides, sample_interval, not no_alerts, metrics_db, verify_fast_path
-        )
+            overrides, sample_interval, not no_alerts, metrics_db, verify_fast_path,
+            _horizon(until),
+        )  # fmt: skip
         total = sum(e.replicas for e in trace.workloads)
-        if total >= PROGRESS_THRESHOLD and not quiet:
+        if quiet:
+            report = run_simulation(cluster_file, trace, cluster, options)
+        elif not console.is_terminal:
+            lines = ProgressLines(sys.stderr.write)
+            report = run_simulation(cluster_file, trace, cluster, options, lines)
+        elif total >= PROGRESS_THRESHOLD:
             with Progress(
                 TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                 console=console, transient=True,

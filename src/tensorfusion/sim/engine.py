@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import heapq
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Any
@@ -12,12 +13,14 @@ from typing import Any
 from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
-from tensorfusion.domain.scheduling.decision import Decision, decide, decide_indexed
+from tensorfusion.domain.scheduling.decision import decide, decide_indexed
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
+from tensorfusion.sim.fast_path_check import FastPathCheck, FastPathMismatch
 from tensorfusion.sim.samples import Sample, take_sample
 from tensorfusion.sim.virtual_cluster import VirtualCluster
+from tensorfusion.sim.waiting_pods import WaitingPods
 from tensorfusion.sim.workload_file import WorkloadFile
 
 __all__ = [
@@ -28,8 +31,6 @@ __all__ = [
     "Simulation",
     "SimulationResult",
 ]
-
-MAX_MISMATCHES_KEPT = 5
 
 
 class PodOutcome(StrEnum):
@@ -73,32 +74,6 @@ class SimPod:
         return f"{self.namespace}/{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
-class FastPathMismatch:
-    """One decision where the indexed search and the full evaluation disagreed."""
-
-    pod: str
-    fast: Decision
-    full: Decision
-
-
-@dataclass(slots=True)
-class FastPathCheck:
-    """`--verify-fast-path`: every decision shadowed by a full evaluation of every node."""
-
-    decisions: int = 0
-    mismatches: int = 0
-    examples: list[FastPathMismatch] = field(default_factory=list)
-
-    def record(self, pod: str, fast: Decision, full: Decision) -> None:
-        """Compare one pair of decisions (node, GPUs and combined score)."""
-        self.decisions += 1
-        if (fast.node, fast.gpus, fast.combined) != (full.node, full.gpus, full.combined):
-            self.mismatches += 1
-            if len(self.examples) < MAX_MISMATCHES_KEPT:
-                self.examples.append(FastPathMismatch(pod, fast, full))
-
-
 @dataclass(slots=True)
 class SimulationResult:
     """Everything the report is made from."""
@@ -113,7 +88,12 @@ class SimulationResult:
 
 @dataclass(slots=True)
 class Simulation:
-    """Runs a workload trace through admission, scheduling and allocation."""
+    """Runs a workload trace through admission, scheduling and allocation.
+
+    `until` ends the run at that simulated time (later arrivals are left out); `full_retry`
+    retries every waiting pod against every node on each departure (the reference the
+    queueing hints of `WaitingPods` must equal).
+    """
 
     cluster: VirtualCluster
     workload: WorkloadFile
@@ -124,43 +104,51 @@ class Simulation:
     sample_interval: float = 60.0
     on_sample: Callable[[float, VirtualCluster, list[SimPod]], None] | None = None
     verify_fast_path: bool = False
+    until: float | None = None
+    full_retry: bool = False
     pods: list[SimPod] = field(default_factory=list)
     _queue: list[tuple[float, int, int, int]] = field(default_factory=list)
     _seq: int = 0
-    _waiting: list[int] = field(default_factory=list)
+    _waiting: WaitingPods = field(init=False)
     _decisions: int = 0
     _decision_seconds: float = 0.0
-    _running: int = 0
+    _running: dict[int, None] = field(default_factory=dict)
     _pending_events: int = 0
     _samples: list[Sample] = field(default_factory=list)
+    _changed: bool = True
     _index: NodeScoreIndex | None = None
     _check: FastPathCheck | None = None
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> SimulationResult:
-        """Run the whole trace; `progress(done, total)` is called as pods arrive."""
+        """Run the trace; `progress(arrived, total)` is called after every arrival and departure."""
+        self._waiting = WaitingPods(self.native.plugins)
         self._load_trace()
         self._check = FastPathCheck() if self.verify_fast_path else None
         total = len(self.pods)
         arrived = 0
         last_event = 0.0
-        self._push(0.0, _Event.SAMPLE, -1)
+        horizon = math.inf if self.until is None else self.until
+        self._push(0.0, _Event.SAMPLE, 0)
         while self._queue:
-            now, kind, _, index = heapq.heappop(self._queue)
+            now, kind, _, index = self._queue[0]
+            if now > horizon:
+                if self._pending_events:
+                    last_event = horizon  # cut short: the report's clock stops there
+                break
+            heapq.heappop(self._queue)
             if kind == _Event.SAMPLE:
-                self._sample(now)
-                if self._pending_events or self._running:
-                    self._push(now + self.sample_interval, _Event.SAMPLE, -1)
+                self._sample(now, index)
                 continue
             self._pending_events -= 1
+            self._changed = True
             last_event = now
-            pod = self.pods[index]
             if kind == _Event.ARRIVAL:
                 arrived += 1
                 self._arrive(index, now)
-                if progress is not None:
-                    progress(arrived, total)
             else:
-                self._depart(pod, now)
+                self._depart(index, now)
+            if progress is not None:
+                progress(arrived, total)
         self._explain_waiting()
         return SimulationResult(
             self.pods, self._samples, self._decisions, self._decision_seconds, last_event,
@@ -168,27 +156,33 @@ class Simulation:
         )  # fmt: skip
 
     def _explain_waiting(self) -> None:
-        """Per-stage reasons for the pods still waiting at the end (full evaluation)."""
+        """Per-stage reasons for the pods still waiting at the end (full evaluation), once
+        per class of identical pods: the reasons do not name the pod."""
         allocator = self.cluster.allocator
-        for index in self._waiting:
-            pod = self.pods[index]
+        for members in self._waiting.classes():
+            pod = self.pods[members[0]]
             assert pod.request is not None
             decision = decide(allocator, pod.request, self.native.view(pod.uid),
                               self.native.node_names(), self.args, self.weights)  # fmt: skip
-            pod.message = decision.message
+            for index in members:
+                self.pods[index].message = decision.message
 
     # ---- trace -------------------------------------------------------------------------------
 
     def _load_trace(self) -> None:
+        horizon = math.inf if self.until is None else self.until
         for entry in self.workload.workloads:
             namespace = entry.namespace
             for i, name in enumerate(entry.pod_names()):
+                arrival = entry.arrival + i * entry.interval
+                if arrival > horizon:
+                    break
                 pod = SimPod(
                     name=name,
                     namespace=namespace,
                     uid=f"uid-{namespace}-{name}",
                     entry=entry.name,
-                    arrival=entry.arrival + i * entry.interval,
+                    arrival=arrival,
                     duration=entry.duration,
                     manifest=entry.pod,
                 )
@@ -214,11 +208,12 @@ class Simulation:
             return
         pod.request = prepared.request
         pod.warnings = prepared.warnings
-        self.native.add_pod(pod.uid, prepared.pod)
-        if not self._try_place(index, now):
-            self._waiting.append(index)
+        requirements = self.native.add_pod(pod.uid, prepared.pod)
+        if not self._try_place(index, now, None):
+            self._waiting.add(index, prepared.request, requirements)
 
-    def _try_place(self, index: int, now: float) -> bool:
+    def _try_place(self, index: int, now: float, allowed: Collection[str] | None) -> bool:
+        """Decide for one pod among `allowed` nodes (None: all) and place it if it fits."""
         pod = self.pods[index]
         request = pod.request
         assert request is not None
@@ -228,7 +223,7 @@ class Simulation:
             self._index = NodeScoreIndex(allocator, self.args.weights)
         started = time.perf_counter()
         decision = decide_indexed(self._index, request, view, self.args, self.weights,
-                                  reasons=False)  # fmt: skip
+                                  allowed, reasons=False)  # fmt: skip
         if self._check is not None:
             elapsed = time.perf_counter() - started
             full = decide(allocator, request, view, sorted(allocator.nodes), self.args,
@@ -246,20 +241,52 @@ class Simulation:
             pod.message = decision.message
             return False
         self.native.bind(pod.uid, decision.node)
-        self._running += 1
+        self._running[index] = None
         pod.outcome = PodOutcome.RUNNING
         pod.node, pod.gpus, pod.placed_at, pod.message = decision.node, decision.gpus, now, None
         self._push(now + pod.duration, _Event.DEPARTURE, index)
         return True
 
-    def _depart(self, pod: SimPod, now: float) -> None:
-        self.cluster.allocator.release(pod.uid)
+    def _depart(self, index: int, now: float) -> None:
+        pod = self.pods[index]
+        allocator = self.cluster.allocator
+        allocator.release(pod.uid)
         self.native.unbind(pod.uid)
-        self._running -= 1
+        del self._running[index]
         pod.outcome = PodOutcome.COMPLETED
-        self._waiting = [i for i in self._waiting if not self._try_place(i, now)]
+        self._waiting.freed(pod.node, pod.namespace, pod.namespace in allocator.quotas)
+        if self.full_retry:
+            for waiting in self._waiting.fifo():
+                self._try_place(waiting, now, None)
+            self._waiting.remove_placed(lambda i: self.pods[i].outcome is PodOutcome.RUNNING)
+        else:
+            self._waiting.retry(lambda i, nodes: self._try_place(i, now, nodes))
 
-    def _sample(self, now: float) -> None:
-        self._samples.append(take_sample(now, self.cluster, len(self._waiting), self._running))
+    # ---- samples -------------------------------------------------------------------------------
+
+    def _sample(self, now: float, step: int) -> None:
+        """Sample `step` (at `step` × interval): measured when something changed since the
+        last one, else the last sample holds. Without a recorder, which needs every sample
+        time, the times up to the next event are skipped the same way."""
+        if self._changed or not self._samples:
+            waiting = len(self._waiting)
+            self._samples.append(take_sample(now, self.cluster, waiting, len(self._running)))
+            self._changed = False
+        else:
+            self._samples[-1] = self._samples[-1].held(now)
         if self.on_sample is not None:
-            self.on_sample(now, self.cluster, self.pods)
+            self.on_sample(now, self.cluster, [self.pods[i] for i in sorted(self._running)])
+        if not (self._pending_events or self._running):
+            return
+        interval = self.sample_interval
+        following = step + 1
+        if self.on_sample is None and self._queue:
+            following = max(following, math.ceil(self._queue[0][0] / interval))
+            while following * interval < self._queue[0][0]:
+                following += 1  # the sample comes after the event, whatever the rounding
+            end = following if self.until is None else math.floor(self.until / interval) + 1
+            skipped = min(following, end) - step - 1
+            if skipped > 0:
+                last = step + skipped
+                self._samples[-1] = self._samples[-1].held(last * interval, skipped)
+        self._push(following * interval, _Event.SAMPLE, following)

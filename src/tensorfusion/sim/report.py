@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from tensorfusion.domain.allocator.capacity_figures import (
@@ -38,9 +39,35 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def _sample_mean(samples: list[Sample], value: Callable[[Sample], float]) -> float:
+    """The mean over every sample time: a sample counts once per time it stands for."""
+    times = sum(s.repeats for s in samples)
+    return sum(value(s) * s.repeats for s in samples) / times if times else 0.0
+
+
 def _busy(samples: list[Sample]) -> list[Sample]:
     """Samples taken while something ran or waited (the idle tail does not dilute means)."""
     return [s for s in samples if s.running or s.waiting] or samples
+
+
+def _timeline(samples: list[Sample]) -> list[dict[str, Any]]:
+    """Each sample at its time, and again at the last time it stands for (flat plots)."""
+    points = []
+    for s in samples:
+        point = {
+            "t": s.t,
+            "running": s.running,
+            "waiting": s.waiting,
+            "vramAllocatedPercent": round(s.vram_allocated_percent, 2),
+            "tflopsAllocatedPercent": round(s.tflops_allocated_percent, 2),
+            "gpusInUse": s.gpus_in_use,
+            "nodesInUse": s.nodes_in_use,
+            "fragmentationPercent": round(s.fragmentation_percent, 2),
+        }
+        points.append(point)
+        if s.repeats > 1:
+            points.append({**point, "t": s.last_t})
+    return points
 
 
 def build_report(
@@ -108,22 +135,31 @@ def build_report(
             else None,
         },
         "utilisation": {
-            "meanVramAllocatedPercent": round(_mean([s.vram_allocated_percent for s in busy]), 2),
+            "meanVramAllocatedPercent": round(
+                _sample_mean(busy, lambda s: s.vram_allocated_percent), 2
+            ),
             "peakVramAllocatedPercent": round(
                 max((s.vram_allocated_percent for s in result.samples), default=0.0), 2
             ),
             "meanTflopsAllocatedPercent": round(
-                _mean([s.tflops_allocated_percent for s in busy]), 2
+                _sample_mean(busy, lambda s: s.tflops_allocated_percent), 2
             ),
             "meanGpusInUsePercent": round(
-                _mean([100 * s.gpus_in_use / s.gpus_total for s in busy if s.gpus_total]), 2
+                _sample_mean(
+                    [s for s in busy if s.gpus_total], lambda s: 100 * s.gpus_in_use / s.gpus_total
+                ),
+                2,
             ),
             "meanNodesInUsePercent": round(
-                _mean([100 * s.nodes_in_use / s.nodes_total for s in busy if s.nodes_total]), 2
+                _sample_mean(
+                    [s for s in busy if s.nodes_total],
+                    lambda s: 100 * s.nodes_in_use / s.nodes_total,
+                ),
+                2,
             ),
         },
         "fragmentation": {
-            "meanPercent": round(_mean([s.fragmentation_percent for s in busy]), 2),
+            "meanPercent": round(_sample_mean(busy, lambda s: s.fragmentation_percent), 2),
             "peakPercent": round(max((s.fragmentation_percent for s in busy), default=0.0), 2),
             "definition": "share of free VRAM on partly allocated GPUs",
         },
@@ -133,19 +169,7 @@ def build_report(
         ],
         "pending": [{"pod": p.key, "attempts": p.attempts, "message": p.message} for p in pending],
         "alerts": alerts or [],
-        "timeline": [
-            {
-                "t": s.t,
-                "running": s.running,
-                "waiting": s.waiting,
-                "vramAllocatedPercent": round(s.vram_allocated_percent, 2),
-                "tflopsAllocatedPercent": round(s.tflops_allocated_percent, 2),
-                "gpusInUse": s.gpus_in_use,
-                "nodesInUse": s.nodes_in_use,
-                "fragmentationPercent": round(s.fragmentation_percent, 2),
-            }
-            for s in result.samples
-        ],
+        "timeline": _timeline(result.samples),
     }
     if result.fast_path is not None:
         report["fastPathVerification"] = _fast_path_json(result.fast_path)

@@ -24,14 +24,14 @@ from tensorfusion.domain.scheduling.scheduler_config import (
 from tensorfusion.domain.simulate_schedule import UnknownNodesError
 from tensorfusion.domain.simulate_schedule import simulate_schedule as explain_pod
 from tensorfusion.sim.cluster_file import ClusterFile
-from tensorfusion.sim.engine import Simulation
+from tensorfusion.sim.engine import SimPod, Simulation
 from tensorfusion.sim.input_errors import InputError
 from tensorfusion.sim.metrics_recording import SIM_EPOCH_MS, MetricsRecorder
 from tensorfusion.sim.report import build_report
 from tensorfusion.sim.virtual_cluster import PolicyOverrides, VirtualCluster, build_cluster
 from tensorfusion.sim.workload_file import WorkloadFile
 
-__all__ = ["SimulationOptions", "run_simulation", "simulate_schedule"]
+__all__ = ["SimulationOptions", "new_simulation", "run_simulation", "simulate_schedule"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,8 @@ class SimulationOptions:
     alerts: bool = True
     metrics_db: Path | None = None
     verify_fast_path: bool = False
+    until: float | None = None
+    full_retry: bool = False
 
 
 @dataclass(slots=True)
@@ -78,7 +80,7 @@ def _preparer(virtual: VirtualCluster) -> PodPreparer:
     return PodPreparer(objects.pools, objects.quotas, objects.gpus)
 
 
-def _policy(virtual: VirtualCluster, scheduler: _Scheduler) -> dict[str, Any]:
+def _policy(virtual: VirtualCluster, weights: ScoreWeights) -> dict[str, Any]:
     allocator = virtual.allocator
     pools = {}
     for name in sorted(virtual.pools):
@@ -96,8 +98,8 @@ def _policy(virtual: VirtualCluster, scheduler: _Scheduler) -> dict[str, Any]:
         "isolationPolicy": allocator.isolation_policy.value,
         "pools": pools,
         "scoreWeights": {
-            "NodeResourcesFit": scheduler.weights.node_resources_fit,
-            "GPUResourcesFit": scheduler.weights.gpu_resources_fit,
+            "NodeResourcesFit": weights.node_resources_fit,
+            "GPUResourcesFit": weights.gpu_resources_fit,
         },
     }
 
@@ -111,6 +113,32 @@ def _open_store(options: SimulationOptions) -> DuckDBMetricsStore:
         ) from None
 
 
+def new_simulation(
+    cluster: ClusterFile,
+    workload: WorkloadFile,
+    cluster_path: Path,
+    options: SimulationOptions | None = None,
+    on_sample: Callable[[float, VirtualCluster, list[SimPod]], None] | None = None,
+) -> Simulation:
+    """The trace on the cluster file's virtual cluster, ready to run (InputError if invalid)."""
+    options = options or SimulationOptions()
+    scheduler = _scheduler(cluster, cluster_path)
+    virtual = build_cluster(cluster, options.overrides)
+    return Simulation(
+        cluster=virtual,
+        workload=workload,
+        args=scheduler.args,
+        weights=scheduler.weights,
+        native=_native(virtual, scheduler),
+        preparer=_preparer(virtual),
+        sample_interval=options.sample_interval,
+        on_sample=on_sample,
+        verify_fast_path=options.verify_fast_path,
+        until=options.until,
+        full_retry=options.full_retry,
+    )
+
+
 def run_simulation(
     cluster: ClusterFile,
     workload: WorkloadFile,
@@ -120,21 +148,11 @@ def run_simulation(
 ) -> dict[str, Any]:
     """Run the trace through admission, scheduling, allocation, metrics and alert rules."""
     options = options or SimulationOptions()
-    scheduler = _scheduler(cluster, cluster_path)
-    virtual = build_cluster(cluster, options.overrides)
+    simulation = new_simulation(cluster, workload, cluster_path, options)
     store = _open_store(options) if options.alerts else None
     recorder = MetricsRecorder(store) if store is not None else None
-    simulation = Simulation(
-        cluster=virtual,
-        workload=workload,
-        args=scheduler.args,
-        weights=scheduler.weights,
-        native=_native(virtual, scheduler),
-        preparer=_preparer(virtual),
-        sample_interval=options.sample_interval,
-        on_sample=recorder.record if recorder is not None else None,
-        verify_fast_path=options.verify_fast_path,
-    )
+    if recorder is not None:
+        simulation.on_sample = recorder.record
     try:
         result = simulation.run(progress)
     except NativeInputError as exc:
@@ -154,7 +172,8 @@ def run_simulation(
             for e in replay.events
         ]  # fmt: skip
         store.close()
-    return build_report(result, virtual, _policy(virtual, scheduler), alerts)
+    virtual = simulation.cluster
+    return build_report(result, virtual, _policy(virtual, simulation.weights), alerts)
 
 
 def simulate_schedule(

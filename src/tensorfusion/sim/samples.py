@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tensorfusion.domain.allocator.capacity_figures import node_capacity
@@ -27,7 +28,11 @@ class PoolSample:
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """The cluster at simulated time `t` (seconds)."""
+    """The cluster at simulated time `t` (seconds), and for how long it stayed so.
+
+    Sample times are not measured again while nothing changes: `repeats` counts the sample
+    times this one stands for (itself included), the last of them at `held_until`.
+    """
 
     t: float
     running: int
@@ -40,6 +45,17 @@ class Sample:
     tflops_allocated_percent: float
     fragmentation_percent: float
     pools: tuple[PoolSample, ...]
+    repeats: int = 1
+    held_until: float | None = None
+
+    def held(self, t: float, times: int = 1) -> Sample:
+        """This sample standing for `times` more sample times, the last at `t`."""
+        return dataclasses.replace(self, repeats=self.repeats + times, held_until=t)
+
+    @property
+    def last_t(self) -> float:
+        """The last sample time this one stands for."""
+        return self.t if self.held_until is None else self.held_until
 
 
 def _percent(part: int, whole: int) -> float:

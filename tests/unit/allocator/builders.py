@@ -94,6 +94,12 @@ class AllNodesPass:
     def rejection(self, node: str) -> tuple[str, str] | None:
         return None
 
+    def admits(self, node: str) -> bool:
+        return True
+
+    def fits_somewhere(self) -> bool:
+        return True
+
     def fit(self, node: str) -> int:
         return 0
 

@@ -46,6 +46,12 @@ class TableView:
     def rejection(self, node: str) -> tuple[str, str] | None:
         return None if node in self.fits else ("NodeAffinity", "no match")
 
+    def admits(self, node: str) -> bool:
+        return node in self.fits
+
+    def fits_somewhere(self) -> bool:
+        return bool(self.fits)
+
     def fit(self, node: str) -> int:
         return self.fits[node]
 
@@ -203,6 +209,12 @@ def test_indexed_decision_equals_full_evaluation(
 class AllPassView:
     def rejection(self, node: str) -> tuple[str, str] | None:
         return None
+
+    def admits(self, node: str) -> bool:
+        return True
+
+    def fits_somewhere(self) -> bool:
+        return True
 
     def fit(self, node: str) -> int:
         return 0

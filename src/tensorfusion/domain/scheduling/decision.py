@@ -40,6 +40,9 @@ __all__ = [
     "explain",
 ]
 
+_FEW = 16
+"""Up to this many allowed nodes are looked up one by one instead of walking the buckets."""
+
 NOT_SELECTED: Final = "not selected: lower score"
 """Why a feasible node, or a node the fast path never had to open, was not chosen (§15)."""
 
@@ -55,6 +58,14 @@ class NativeView(Protocol):
 
     def fit_bound(self) -> int:
         """An upper bound of `fit` over every node (100 when nothing better is known)."""
+
+    def admits(self, node: str) -> bool:
+        """Whether every native filter passes on the node (`rejection` is None), without
+        building the reason text."""
+
+    def fits_somewhere(self) -> bool:
+        """False when the native filters surely reject the pod on every node (True when
+        nothing better is known)."""
 
 
 @dataclass(slots=True)
@@ -179,7 +190,8 @@ def decide_indexed(
     best possible fit, cannot reach the best combined score found so far. With `reasons`,
     every node examined and rejected gets its stage message in `rejections` (nodes never
     examined lost on score); without, an unschedulable pod gets no message at all (saving
-    a full scan).
+    a full scan), no reason text is built, and a pod that the pool's free GPU amounts or the
+    nodes' free CPU, memory and pod slots rule out is turned down without opening a node.
     """
     if index.weights != args.weights:
         raise ValueError(
@@ -192,14 +204,18 @@ def decide_indexed(
         if not reasons:
             return Decision(None, (), None, ctx.quota_rejection)
         return _full_scan(allocator, request, native, allowed, args, weights)
-    fit_bound = native.fit_bound()
-    nodes = allocator.nodes
     count = request.count
     pool = request.pool
     need_vram = request.request.vram_bytes
+    if not reasons and (
+        not index.may_hold(pool, count, request.request) or not native.fits_somewhere()
+    ):
+        return Decision(None, (), None, None)
+    fit_bound = native.fit_bound()
+    nodes = allocator.nodes
     wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
     rejections: dict[str, str] = {}
-    rejection, fit_of = native.rejection, native.fit
+    rejection, admits, fit_of = native.rejection, native.admits, native.fit
     if allowed is not None and not isinstance(allowed, set | frozenset | dict):
         allowed = frozenset(allowed)  # membership is tested per node
     if reasons and allowed is not None:
@@ -215,7 +231,10 @@ def decide_indexed(
     # for most nodes, else made exact once the candidate reaches the top. A candidate is
     # chosen once its key is exact and no unopened bucket can beat it.
     heap: list[tuple[int, int, str, bool, int]] = []
-    buckets = index.ordered(pool, count, need_vram, every_bucket=reasons)
+    if not reasons and allowed is not None and len(allowed) <= _FEW:
+        buckets = index.ordered_among(pool, allowed, count, need_vram)
+    else:
+        buckets = index.ordered(pool, count, need_vram, every_bucket=reasons)
     upcoming = next(buckets, None)
     exact = index.exact_nodes(pool)
     while True:
@@ -244,10 +263,12 @@ def decide_indexed(
         for name in names:
             if allowed is not None and name not in allowed:
                 continue
-            native_rejection = rejection(name)
-            if native_rejection is not None:
-                if reasons:
+            if reasons:
+                native_rejection = rejection(name)
+                if native_rejection is not None:
                     rejections[name] = native_rejection[1]
+                    continue
+            elif not admits(name):
                 continue
             fit = fit_of(name)
             heapq.heappush(heap, (-(wfit * fit + wgpu * bound), -bound, name, name in exact, fit))

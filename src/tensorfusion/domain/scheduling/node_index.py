@@ -4,15 +4,17 @@ The fast decision walks a pool's nodes from the highest bound down and stops onc
 node can beat the best combined score found, so a decision touches a handful of nodes instead
 of all of them while choosing exactly what a full evaluation would choose. Each bucket also
 knows, for every GPU count k, the largest "k-th most free VRAM" among its nodes, so a bucket
-where no node has k GPUs with enough free memory is skipped whole.
+where no node has k GPUs with enough free memory is skipped whole, and each pool knows the
+same for VRAM, TFLOPs and compute percent over all its nodes, so a request that fits nowhere
+is turned down without opening a bucket (`may_hold`).
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Container, Iterator
+from collections.abc import Collection, Container, Iterator
 from dataclasses import dataclass, field
 
+from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.change_feed import ChangeCursor
 from tensorfusion.domain.allocator.placement import (
@@ -21,6 +23,12 @@ from tensorfusion.domain.allocator.placement import (
     node_term,
 )
 from tensorfusion.domain.allocator.records import NodeState
+from tensorfusion.domain.scheduling.free_ranks import (
+    FreeGPUs,
+    PoolCapacity,
+    RankedFree,
+    free_gpus,
+)
 
 __all__ = ["NodeScoreIndex", "node_score_bound"]
 
@@ -50,63 +58,30 @@ def node_score_bound(
     return max(terms), False
 
 
-def free_vram_by_rank(node: NodeState, pool: str) -> tuple[int, ...]:
-    """Effective free VRAM of the node's GPUs of the pool, largest first."""
-    return tuple(
-        sorted(
-            (g.available_vram - g.assumed_vram for g in node.gpus if g.pool == pool),
-            reverse=True,
-        )
-    )
-
-
 @dataclass(slots=True)
 class NodeEntry:
+    """A node's bound, whether it is exact, and its free GPU amounts in the pool."""
+
     bound: int
     exact: bool
-    free: tuple[int, ...]
+    free: FreeGPUs
 
 
 @dataclass(slots=True)
 class _Bucket:
     size: int = 0
     members: set[str] = field(default_factory=set)
-    # by_rank[k]: (k+1-th largest free VRAM, node) of every node with more than k GPUs, sorted.
-    by_rank: list[list[tuple[int, str]]] = field(default_factory=list)
+    vram: RankedFree = field(default_factory=RankedFree)
 
     def add(self, name: str, free: tuple[int, ...]) -> None:
         self.size += 1
         self.members.add(name)
-        while len(self.by_rank) < len(free):
-            self.by_rank.append([])
-        for rank, value in enumerate(free):
-            bisect.insort(self.by_rank[rank], (value, name))
+        self.vram.add(name, free)
 
     def remove(self, name: str, free: tuple[int, ...]) -> None:
         self.size -= 1
         self.members.discard(name)
-        for rank, value in enumerate(free):
-            entries = self.by_rank[rank]
-            del entries[bisect.bisect_left(entries, (value, name))]
-
-    def update(self, name: str, old: tuple[int, ...], new: tuple[int, ...]) -> None:
-        for rank, (before, after) in enumerate(zip(old, new, strict=True)):
-            if before != after:
-                entries = self.by_rank[rank]
-                del entries[bisect.bisect_left(entries, (before, name))]
-                bisect.insort(entries, (after, name))
-
-    def holding(self, count: int, vram: int) -> list[tuple[int, str]]:
-        """(free, node) of the nodes with `count` GPUs of at least `vram` free each."""
-        if count > len(self.by_rank) or count < 1:
-            return []
-        entries = self.by_rank[count - 1]
-        if vram <= 0:
-            # Nothing to check: even GPUs over-committed by a capacity drop can take the pod.
-            return entries
-        if not entries or entries[-1][0] < vram:
-            return []
-        return entries[bisect.bisect_left(entries, (vram, "")) :]
+        self.vram.remove(name, free)
 
 
 @dataclass(slots=True)
@@ -115,32 +90,24 @@ class _PoolBuckets:
     entries: dict[str, NodeEntry] = field(default_factory=dict)
     exact: set[str] = field(default_factory=set)
     buckets: list[_Bucket] = field(default_factory=lambda: [_Bucket() for _ in range(_SCORES)])
+    capacity: PoolCapacity = field(default_factory=PoolCapacity)
 
     def place(self, name: str, entry: NodeEntry | None) -> None:
-        old = self.entries.get(name)
-        if (
-            old is not None
-            and entry is not None
-            and old.bound == entry.bound
-            and len(old.free) == len(entry.free)
-        ):
-            # Same bucket: move only the ranks whose free VRAM changed.
-            self.entries[name] = entry
-            if entry.exact:
-                self.exact.add(name)
-            else:
-                self.exact.discard(name)
-            self.buckets[entry.bound].update(name, old.free, entry.free)
-            return
-        self.entries.pop(name, None)
+        old = self.entries.pop(name, None)
         self.exact.discard(name)
-        if old is not None:
-            self.buckets[old.bound].remove(name, old.free)
+        self.capacity.place(name, old.free if old else None, entry.free if entry else None)
+        if old is not None and entry is not None and old.bound == entry.bound:
+            # Same bucket: move only the ranks whose free VRAM changed.
+            self.buckets[entry.bound].vram.update(name, old.free.vram, entry.free.vram)
+        else:
+            if old is not None:
+                self.buckets[old.bound].remove(name, old.free.vram)
+            if entry is not None:
+                self.buckets[entry.bound].add(name, entry.free.vram)
         if entry is not None:
             self.entries[name] = entry
             if entry.exact:
                 self.exact.add(name)
-            self.buckets[entry.bound].add(name, entry.free)
 
 
 @dataclass(slots=True)
@@ -186,9 +153,32 @@ class NodeScoreIndex:
         for bound in range(_SCORES - 1, -1, -1):
             bucket = buckets.buckets[bound]
             if bucket.size:
-                holding = bucket.holding(count, vram)
+                holding = bucket.vram.holding(count, vram)
                 if holding or every_bucket:
                     yield bound, [name for _, name in holding]
+
+    def ordered_among(
+        self, pool: str, names: Collection[str], count: int, vram: int
+    ) -> Iterator[tuple[int, list[str]]]:
+        """`ordered` restricted to `names` (for a few names: no walk over the buckets)."""
+        buckets = self._pools.get(pool)
+        if buckets is None:
+            return
+        by_bound: dict[int, list[str]] = {}
+        for name in sorted(names):
+            entry = buckets.entries.get(name)
+            if entry is None or len(entry.free.vram) < count or count < 1:
+                continue
+            if vram <= 0 or entry.free.vram[count - 1] >= vram:
+                by_bound.setdefault(entry.bound, []).append(name)
+        for bound in sorted(by_bound, reverse=True):
+            yield bound, by_bound[bound]
+
+    def may_hold(self, pool: str, count: int, need: ResourceAmount) -> bool:
+        """Whether some node of the pool may have `count` GPUs each with the free VRAM and
+        compute asked (False: the request fits nowhere, whatever else is checked)."""
+        buckets = self._pools.get(pool)
+        return buckets is not None and buckets.capacity.may_hold(count, need)
 
     def members(self, pool: str) -> Container[str]:
         """Every node that has GPUs of the pool."""
@@ -223,6 +213,6 @@ class NodeScoreIndex:
         for pool in pools:
             buckets = self._buckets_for(pool)
             bound, exact = node_score_bound(node, buckets.use_available, self.weights)
-            entry = NodeEntry(bound, exact, free_vram_by_rank(node, pool))
+            entry = NodeEntry(bound, exact, free_gpus([g for g in node.gpus if g.pool == pool]))
             if buckets.entries.get(name) != entry:
                 buckets.place(name, entry)

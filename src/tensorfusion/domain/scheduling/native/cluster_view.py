@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensorfusion.domain.scheduling.native.framework import NativePlugins
+from tensorfusion.domain.scheduling.native.free_bounds import FreeBounds
 from tensorfusion.domain.scheduling.native.node import NodeFacts
 from tensorfusion.domain.scheduling.native.pod import PodRequirements
 from tensorfusion.domain.scheduling.native.resources import CPU, MEMORY, NodeUsage, pod_resources
 
-__all__ = ["NativeCluster", "PodNativeView", "requests_pod"]
+__all__ = ["NativeCluster", "NativeOutcome", "PodNativeView", "requests_pod"]
 
 
 def requests_pod(requests: Mapping[str, str]) -> dict[str, Any]:
@@ -31,6 +32,15 @@ def _allocatable(facts: NodeFacts, resource: str) -> int:
 
 
 @dataclass(slots=True)
+class NativeOutcome:
+    """Whether a pod passes the native filters on a node, its fit, and the reason once asked."""
+
+    admitted: bool
+    fit: int
+    rejection: tuple[str, str] | None = None
+
+
+@dataclass(slots=True)
 class PodNativeView:
     """One pod's native rejection and fit score per node (the decision's `NativeView`)."""
 
@@ -40,25 +50,44 @@ class PodNativeView:
 
     def rejection(self, node: str) -> tuple[str, str] | None:
         """(plugin, reason) of the first native filter that fails; unknown nodes fail."""
-        return self._outcome(node)[0]
+        memo = self.cluster.outcomes.get(node)
+        if memo is None:
+            return "NodeNotFound", f'node "{node}" not found'
+        outcome = self._outcome(node, memo)
+        if outcome.admitted:
+            return None
+        if outcome.rejection is None:
+            # The reason text is built only when asked for.
+            cluster = self.cluster
+            result = cluster.plugins.filter(self.requirements, cluster.facts[node],
+                                            cluster.usage[node])  # fmt: skip
+            assert result is not None
+            outcome.rejection = (result.plugin, result.message)
+        return outcome.rejection
+
+    def admits(self, node: str) -> bool:
+        """Whether every native filter passes (no reason text is built)."""
+        memo = self.cluster.outcomes.get(node)
+        return memo is not None and self._outcome(node, memo).admitted
 
     def fit(self, node: str) -> int:
         """NodeResourcesFit score of the pod on the node."""
-        return self._outcome(node)[1]
+        memo = self.cluster.outcomes.get(node)
+        return 0 if memo is None else self._outcome(node, memo).fit
 
-    def _outcome(self, node: str) -> tuple[tuple[str, str] | None, int]:
+    def fits_somewhere(self) -> bool:
+        """False when no node has the CPU, memory or pod slot the pod asks for."""
+        return self.cluster.free.admits_somewhere(self.requirements.resources)
+
+    def _outcome(self, node: str, memo: dict[int, NativeOutcome]) -> NativeOutcome:
         # Both depend only on the pod and on the node's facts and usage, so they are kept
         # per node until a pod binds to or leaves it, or the node changes.
-        memo = self.cluster.outcomes.get(node)
-        if memo is None:
-            return ("NodeNotFound", f'node "{node}" not found'), 0
         outcome = memo.get(self.token)
         if outcome is None:
             cluster = self.cluster
             facts, usage = cluster.facts[node], cluster.usage[node]
-            result = cluster.plugins.filter(self.requirements, facts, usage)
-            outcome = (
-                None if result is None else (result.plugin, result.message),
+            outcome = NativeOutcome(
+                cluster.plugins.admits(self.requirements, facts, usage),
                 cluster.plugins.fit_score(self.requirements, facts, usage),
             )
             memo[self.token] = outcome
@@ -78,7 +107,8 @@ class NativeCluster:
     usage: dict[str, NodeUsage] = field(default_factory=dict)
     pods: dict[str, PodRequirements] = field(default_factory=dict)
     bound: dict[str, str] = field(default_factory=dict)
-    outcomes: dict[str, dict[int, tuple[tuple[str, str] | None, int]]] = field(default_factory=dict)
+    outcomes: dict[str, dict[int, NativeOutcome]] = field(default_factory=dict)
+    free: FreeBounds = field(default_factory=FreeBounds)
     _tokens: dict[int, tuple[PodRequirements, int]] = field(default_factory=dict)
     _next_token: int = 0
     _names: list[str] | None = None
@@ -110,6 +140,7 @@ class NativeCluster:
         """Forget a Node; pods bound to it stay counted on it until they are unbound."""
         self.facts.pop(name, None)
         self.outcomes.pop(name, None)
+        self.free.remove(name)
         self._version[name] = self._version.get(name, 0) + 1
         self._names = None
         self._min_allocatable = None
@@ -222,6 +253,7 @@ class NativeCluster:
 
     def _track(self, node: str) -> None:
         self.outcomes[node] = {}
+        self.free.update(node, self.facts[node], self.usage[node])
         version = self._version.get(node, 0) + 1
         self._version[node] = version
         for resource in (CPU, MEMORY):

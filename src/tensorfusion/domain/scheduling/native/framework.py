@@ -137,6 +137,21 @@ class NativePlugins:
             return NativeRejection(NODE_RESOURCES_FIT, message)
         return None
 
+    def admits(self, pod: PodRequirements, node: NodeFacts, usage: NodeUsage) -> bool:
+        """Whether every filter passes (`filter` is None), without building any reason text."""
+        if node.unschedulable and not pod.tolerates_unschedulable:
+            return False
+        if pod.node_name and pod.node_name != node.name:
+            return False
+        if (
+            node.blocking_taints
+            and first_untolerated_taint(pod.tolerations, node.blocking_taints) is not None
+        ):
+            return False
+        if not pod.affinity.is_empty and not pod.affinity.matches(node):
+            return False
+        return self._fit.fits(pod.resources, node, usage)
+
     def fit_score(self, pod: PodRequirements, node: NodeFacts, usage: NodeUsage) -> int:
         """NodeResourcesFit's score (0..100) of the pod on the node (`fit`, scheduling.md §7.6)."""
         return self._scorer.score(pod.resources, node, usage)

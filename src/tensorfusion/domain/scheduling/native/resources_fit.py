@@ -162,6 +162,28 @@ class ResourcesFitChecker:
                     reasons.append(f"Insufficient {name}")
         return reasons
 
+    def fits(self, pod: PodResources, node: NodeFacts, usage: NodeUsage) -> bool:
+        """Whether the filter passes (`reasons` is empty), without building any text."""
+        if usage.pods + 1 > node.allowed_pods:
+            return False
+        requests = pod.requests
+        allocatable = node.allocatable
+        if requests.cpu_milli > 0 and requests.cpu_milli > allocatable.cpu_milli - usage.cpu_milli:
+            return False
+        if requests.memory > 0 and requests.memory > allocatable.memory - usage.memory:
+            return False
+        if (
+            requests.ephemeral_storage > 0
+            and requests.ephemeral_storage > allocatable.ephemeral_storage - usage.ephemeral_storage
+        ):
+            return False
+        for name, amount in requests.scalar.items():
+            if amount == 0 or self._is_ignored(name):
+                continue
+            if amount > allocatable.scalar.get(name, 0) - usage.scalar.get(name, 0):
+                return False
+        return True
+
     def check(self, pod: PodResources, node: NodeFacts, usage: NodeUsage) -> str | None:
         """The filter's message (reasons joined by ", "), or None when the pod fits."""
         reasons = self.reasons(pod, node, usage)

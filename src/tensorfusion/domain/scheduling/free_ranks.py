@@ -1,0 +1,148 @@
+"""Free GPU amounts of a set of nodes ranked per GPU count: which nodes have k GPUs with at
+least x free each.
+
+For every rank k, the (k+1)-th largest free amount of each node with more than k GPUs is kept
+sorted, so "some node has `count` GPUs with `x` free" is one comparison with the largest entry.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.allocator.gpu_state import GPUState
+
+__all__ = ["FreeGPUs", "PoolCapacity", "RankedFree", "free_gpus"]
+
+PERCENT_SCALE = 100_000  # milli-percent of a whole GPU
+
+
+@dataclass(frozen=True, slots=True)
+class FreeGPUs:
+    """A node's GPUs of one pool, each dimension sorted largest first.
+
+    `vram` and `tflops` are the effective free amounts; `percent` is the largest compute
+    percent (milli) each GPU can still take: `p` passes on a GPU iff `p <= percent`.
+    """
+
+    vram: tuple[int, ...]
+    tflops: tuple[int, ...]
+    percent: tuple[int, ...]
+
+
+def _percent_free(gpu: GPUState, free_tflops: int) -> int:
+    capacity = gpu.capacity_tflops
+    if capacity <= 0:
+        return -1  # a zero-capacity GPU fails the phase filter: it takes nothing
+    return free_tflops * PERCENT_SCALE // capacity
+
+
+def free_gpus(gpus: list[GPUState]) -> FreeGPUs:
+    """The ranked free amounts of the given GPUs."""
+    vram, tflops, percent = [], [], []
+    for gpu in gpus:
+        free_tflops = gpu.available_tflops - gpu.assumed_tflops
+        vram.append(gpu.available_vram - gpu.assumed_vram)
+        tflops.append(free_tflops)
+        percent.append(_percent_free(gpu, free_tflops))
+    return FreeGPUs(
+        tuple(sorted(vram, reverse=True)),
+        tuple(sorted(tflops, reverse=True)),
+        tuple(sorted(percent, reverse=True)),
+    )
+
+
+@dataclass(slots=True)
+class RankedFree:
+    """by_rank[k]: (k+1-th largest free amount, node) of every node with more than k GPUs."""
+
+    by_rank: list[list[tuple[int, str]]] = field(default_factory=list)
+
+    def add(self, name: str, free: tuple[int, ...]) -> None:
+        """Count a node's ranked free amounts."""
+        while len(self.by_rank) < len(free):
+            self.by_rank.append([])
+        for rank, value in enumerate(free):
+            bisect.insort(self.by_rank[rank], (value, name))
+
+    def remove(self, name: str, free: tuple[int, ...]) -> None:
+        """Forget a node (with the amounts it was added with)."""
+        for rank, value in enumerate(free):
+            entries = self.by_rank[rank]
+            del entries[bisect.bisect_left(entries, (value, name))]
+
+    def update(self, name: str, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        """Move a node's ranks from `old` to `new`, whatever their lengths."""
+        if len(old) != len(new):
+            self.remove(name, old)
+            self.add(name, new)
+            return
+        for rank, (before, after) in enumerate(zip(old, new, strict=True)):
+            if before != after:
+                entries = self.by_rank[rank]
+                del entries[bisect.bisect_left(entries, (before, name))]
+                bisect.insort(entries, (after, name))
+
+    def holding(self, count: int, amount: int) -> list[tuple[int, str]]:
+        """(free, node) of the nodes with `count` GPUs of at least `amount` free each."""
+        if count > len(self.by_rank) or count < 1:
+            return []
+        entries = self.by_rank[count - 1]
+        if amount <= 0:
+            # Nothing to check: even GPUs over-committed by a capacity drop can take the pod.
+            return entries
+        if not entries or entries[-1][0] < amount:
+            return []
+        return entries[bisect.bisect_left(entries, (amount, "")) :]
+
+    def any_holding(self, count: int, amount: int) -> bool:
+        """Whether some node has `count` GPUs with at least `amount` free each."""
+        if count > len(self.by_rank) or count < 1:
+            return False
+        entries = self.by_rank[count - 1]
+        return bool(entries) and (amount <= 0 or entries[-1][0] >= amount)
+
+
+def _vram(free: FreeGPUs) -> tuple[int, ...]:
+    return free.vram
+
+
+def _tflops(free: FreeGPUs) -> tuple[int, ...]:
+    return free.tflops
+
+
+def _percent(free: FreeGPUs) -> tuple[int, ...]:
+    return free.percent
+
+
+@dataclass(slots=True)
+class PoolCapacity:
+    """Ranked free VRAM, TFLOPs and compute percent over every node of a pool."""
+
+    vram: RankedFree = field(default_factory=RankedFree)
+    tflops: RankedFree = field(default_factory=RankedFree)
+    percent: RankedFree = field(default_factory=RankedFree)
+
+    def place(self, name: str, old: FreeGPUs | None, new: FreeGPUs | None) -> None:
+        """Replace a node's amounts (None: the node is absent before or after)."""
+        for ranked, pick in (
+            (self.vram, _vram),
+            (self.tflops, _tflops),
+            (self.percent, _percent),
+        ):
+            if old is not None and new is not None:
+                ranked.update(name, pick(old), pick(new))
+            elif old is not None:
+                ranked.remove(name, pick(old))
+            elif new is not None:
+                ranked.add(name, pick(new))
+
+    def may_hold(self, count: int, need: ResourceAmount) -> bool:
+        """Whether some node may have `count` GPUs each with the VRAM and compute asked
+        (a necessary condition: each dimension is checked on its own)."""
+        if not self.vram.any_holding(count, need.vram_bytes):
+            return False
+        if need.percent_milli:
+            return self.percent.any_holding(count, need.percent_milli)
+        return self.tflops.any_holding(count, need.tflops_milli)
