@@ -12,16 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from tensorfusion.devenv import control_plane as _plane
-from tensorfusion.devenv.control_plane import (
-    CONTROLLERS,
-    SERVICE_CLUSTER_IP_RANGE,
+from tensorfusion.devenv.binaries import (
     Binaries,
     MissingBinariesError,
-    ToolError,
-    ToolResult,
     binary_directory,
     read_versions,
     taint_admission_plugin,
+)
+from tensorfusion.devenv.control_plane import (
+    CONTROLLERS,
+    SERVICE_CLUSTER_IP_RANGE,
+    ToolError,
+    ToolResult,
 )
 from tensorfusion.devenv.processes import (
     LOOPBACK,

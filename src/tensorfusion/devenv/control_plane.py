@@ -10,19 +10,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import os
-import re
 import ssl
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tensorfusion.devenv.binaries import Binaries, taint_admission_plugin
 from tensorfusion.devenv.pki import CertificateAuthority, ServiceAccountKeys
 from tensorfusion.devenv.processes import (
     LOOPBACK,
@@ -36,7 +34,6 @@ from tensorfusion.devenv.processes import (
     insecure_context,
     wait_until,
 )
-from tensorfusion.devenv.source_tree import VERSIONS_FILE
 
 #: Service CIDR handed to kube-apiserver (allocation only: nothing is ever sent there).
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
@@ -50,97 +47,6 @@ CONTROLLERS = (
     "namespace-controller",
     "serviceaccount-controller",
 )
-
-COMPONENT_BINARIES = {
-    "kubernetes": ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl"),
-    "etcd": ("etcd",),
-    "helm": ("helm",),
-}
-
-
-class MissingBinariesError(ControlPlaneError):
-    """The testenv binaries have not been built (or were built for other versions)."""
-
-
-# --------------------------------------------------------------------------- binaries
-
-
-def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
-    """The ``KEY=VALUE`` lines of ``testenv/versions.env``."""
-    versions: dict[str, str] = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            versions[key.strip()] = value.strip()
-    return versions
-
-
-def binary_directory(kubernetes_version: str) -> Path:
-    """Where ``testenv/build.sh`` puts the binaries (keep in step with the script)."""
-    root = os.environ.get("TF_TESTENV_CACHE")
-    if root:
-        return Path(root) / kubernetes_version
-    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache_home) / "tensor-fusion" / "testenv" / kubernetes_version
-
-
-@dataclass(frozen=True)
-class Binaries:
-    """The built binaries of one testenv version."""
-
-    directory: Path
-    versions: Mapping[str, str]
-
-    @property
-    def kubernetes_version(self) -> str:
-        return self.versions["KUBERNETES_VERSION"]
-
-    def path(self, name: str) -> Path:
-        return self.directory / name
-
-    @classmethod
-    def locate(cls, versions_file: Path = VERSIONS_FILE) -> Binaries:
-        """Finds the binaries for the versions in ``versions_file``, or says how to build them."""
-        versions = read_versions(versions_file)
-        directory = binary_directory(versions["KUBERNETES_VERSION"])
-        problems: list[str] = []
-        for component, names in COMPONENT_BINARIES.items():
-            wanted = versions[f"{component.upper()}_VERSION"]
-            stamp = directory / f".built-{component}"
-            built = stamp.read_text().strip() if stamp.is_file() else None
-            absent = [name for name in names if not os.access(directory / name, os.X_OK)]
-            if absent:
-                problems.append(f"{', '.join(absent)} missing")
-            elif built != wanted:
-                problems.append(f"{component} built for {built}, {wanted} wanted")
-        if problems:
-            raise MissingBinariesError(
-                f"the test control plane is not built in {directory} ({'; '.join(problems)}). "
-                "Run `make testenv` (bash testenv/build.sh) to build it from Go modules; the "
-                "first build takes about half an hour on 2 cores, later runs reuse it. "
-                "`make test` and `make test-cluster` do this for you."
-            )
-        return cls(directory, versions)
-
-
-@cache
-def taint_admission_plugin(apiserver: Path) -> str:
-    """Name of the node-taint admission plugin of this kube-apiserver.
-
-    It was renamed (TaintNodesByCondition, TaintNodesAtCreation), and an unknown name in
-    ``--disable-admission-plugins`` aborts startup, so ask the binary.
-    """
-    help_text = subprocess.run(
-        [str(apiserver), "--help"], capture_output=True, text=True, check=False, timeout=60
-    ).stdout
-    match = re.search(r"\bTaintNodes[A-Za-z]+", help_text)
-    if match is None:
-        raise ControlPlaneError(f"no TaintNodes* admission plugin in `{apiserver} --help`")
-    return match.group(0)
-
-
-# --------------------------------------------------------------------------- tools
 
 
 class ToolError(ControlPlaneError):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tensorfusion.devenv.control_plane import Binaries, MissingBinariesError
+from tensorfusion.devenv.binaries import Binaries, MissingBinariesError
 from tensorfusion.devenv.processes import (
     component_environment,
     kill_session,

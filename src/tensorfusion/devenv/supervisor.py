@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import socket
 import time
 import traceback
 from collections.abc import AsyncIterator, Sequence
@@ -32,6 +31,8 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.devenv.address_ranges import AddressRanges, free_address_ranges
+from tensorfusion.devenv.binaries import Binaries
 from tensorfusion.devenv.chart_alertmanagers import ChartAlertmanagers, alertmanager_binary
 from tensorfusion.devenv.chart_controllers import (
     ChartControllers,
@@ -40,7 +41,7 @@ from tensorfusion.devenv.chart_controllers import (
     point_webhook,
     token_of,
 )
-from tensorfusion.devenv.control_plane import Binaries, ControlPlane
+from tensorfusion.devenv.control_plane import ControlPlane
 from tensorfusion.devenv.fake_nodes import FakeNode, create_node, fake_nodes
 from tensorfusion.devenv.node_agents import AgentRunner
 from tensorfusion.devenv.processes import Component, free_port, tail
@@ -60,45 +61,6 @@ DEV_VALUES: Final[dict[str, Any]] = {
     "greptime": {"installStandalone": False, "host": ""},
 }
 """Values under the user's: two controller replicas and the embedded metrics store."""
-
-FIRST_SLOT: Final = 5
-"""The first `127.0.N.` of the three address ranges of one environment (below it: the tests')."""
-CONTROLLER_API_PORT: Final = 8080
-ALERTMANAGER_PORTS: Final = (9093, 9094)
-
-
-@dataclass(frozen=True, slots=True)
-class AddressRanges:
-    """The loopback ranges of one environment: fixed ports (the chart's 8080, Alertmanager's
-    9093) need an address of their own."""
-
-    controllers: str
-    """`127.0.N.`: the Services at .1, the controllers at .2, .3, ..."""
-    alertmanagers: str
-    nodes: str
-
-
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_address_ranges(replicas: int) -> AddressRanges:
-    """The first ranges from 127.0.5.x on whose fixed ports are free (another environment
-    in another directory takes the next ones)."""
-    for slot in range(FIRST_SLOT, 250, 3):
-        ranges = AddressRanges(f"127.0.{slot}.", f"127.0.{slot + 1}.", f"127.0.{slot + 2}.")
-        wanted = [(f"{ranges.controllers}{i + 2}", CONTROLLER_API_PORT) for i in range(replicas)]
-        wanted += [(f"{ranges.alertmanagers}1", port) for port in ALERTMANAGER_PORTS]
-        if all(_bindable(host, port) for host, port in wanted):
-            return ranges
-    raise RuntimeError("no free loopback range for the controllers' port 8080 (127.0.5-250.x)")
-
 
 TOKEN_EXPIRATION_S: Final = 30 * 24 * 3600
 RESTART_BACKOFF_S: Final = (5.0, 300.0)
