@@ -1,4 +1,4 @@
-"""A self-contained HTML page of a simulation report with utilisation-over-time plots (SVG)."""
+"""A self-contained HTML page of a simulation report, with matplotlib charts inline as SVG."""
 
 from __future__ import annotations
 
@@ -7,48 +7,58 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tensorfusion.sim.report_charts import Series, line_chart_svg
+
 __all__ = ["render_html"]
 
-_WIDTH, _HEIGHT, _PAD = 760, 220, 40
-_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+_PERCENT_KEYS = ("vramAllocatedPercent", "tflopsAllocatedPercent", "fragmentationPercent")
+_POD_KEYS = ("running", "waiting")
 
 
-def _polyline(xs: Sequence[float], ys: Sequence[float], top: float, colour: str) -> str:
-    if not xs:
-        return ""
-    span = (xs[-1] - xs[0]) or 1.0
-    points = " ".join(
-        f"{_PAD + (x - xs[0]) / span * (_WIDTH - 2 * _PAD):.1f},"
-        f"{_HEIGHT - _PAD - (y / top if top else 0) * (_HEIGHT - 2 * _PAD):.1f}"
-        for x, y in zip(xs, ys, strict=True)
-    )
-    return f'<polyline fill="none" stroke="{colour}" stroke-width="1.6" points="{points}"/>'
+def _figure(title: str, svg: str) -> str:
+    return f'<h2>{html.escape(title)}</h2><figure class="chart">{svg}</figure>'
 
 
-def _chart(title: str, timeline: list[dict[str, Any]], keys: Sequence[str], top: float) -> str:
+def _timeline_chart(
+    salt: str,
+    title: str,
+    timeline: list[dict[str, Any]],
+    keys: Sequence[str],
+    ylabel: str,
+    top: float,
+) -> str:
+    """`keys` of the timeline samples against simulated time in hours, from 0 to `top`."""
     xs = [float(p["t"]) / 3600 for p in timeline]
-    lines = [
-        _polyline(xs, [float(p[k]) for p in timeline], top, _COLOURS[i % len(_COLOURS)])
-        for i, k in enumerate(keys)
-    ]
-    legend = "".join(
-        f'<text x="{_PAD + 170 * i}" y="14" fill="{_COLOURS[i % len(_COLOURS)]}">'
-        f"{html.escape(k)}</text>"
-        for i, k in enumerate(keys)
+    series = [Series(k, [float(p[k]) for p in timeline]) for k in keys]
+    svg = line_chart_svg(
+        salt, xs, series, xlabel="simulated time (h)", ylabel=ylabel, ylim=(0, top)
     )
-    end = xs[-1] if xs else 0
-    axes = (
-        f'<line x1="{_PAD}" y1="{_HEIGHT - _PAD}" x2="{_WIDTH - _PAD}" y2="{_HEIGHT - _PAD}" '
-        f'stroke="#888"/><line x1="{_PAD}" y1="{_PAD}" x2="{_PAD}" y2="{_HEIGHT - _PAD}" '
-        f'stroke="#888"/><text x="{_PAD}" y="{_HEIGHT - 10}">0 h</text>'
-        f'<text x="{_WIDTH - _PAD - 40}" y="{_HEIGHT - 10}">{end:.1f} h</text>'
-        f'<text x="4" y="{_PAD + 4}">{top:g}</text>'
+    return _figure(title, svg)
+
+
+def _inflation_chart(inflation: dict[str, Any]) -> str:
+    """Allocated against arrived GPU request (% of the cluster's GPUs), beside y = x."""
+    points = inflation["points"]
+    arrived = [float(p["arrivedPercent"]) for p in points]
+    allocated = [float(p["allocatedPercent"]) for p in points]
+    end = max([100.0, *arrived])
+    series = [
+        Series("everything allocated (y = x)", [0, end], xs=[0, end], linestyle="--",
+               color="#888888"),
+        Series("allocated", allocated, color="#1f77b4"),
+    ]  # fmt: skip
+    svg = line_chart_svg(
+        "inflation", arrived, series,
+        xlabel="arrived GPU request (% of cluster GPUs)",
+        ylabel="allocated (% of cluster GPUs)",
+        xlim=(0, end), ylim=(0, end), height=4.0,
+    )  # fmt: skip
+    caption = (
+        f"<p>Inflation factor {html.escape(str(inflation.get('factor', '')))}, seed "
+        f"{html.escape(str(inflation.get('seed', '')))}, "
+        f"{html.escape(str(inflation.get('clusterGpus', '')))} GPUs in the cluster.</p>"
     )
-    return (
-        f"<h2>{html.escape(title)}</h2>"
-        f'<svg width="{_WIDTH}" height="{_HEIGHT}" font-size="12" font-family="sans-serif">'
-        f"{legend}{axes}{''.join(lines)}</svg>"
-    )
+    return _figure("Allocation ratio vs arrived workload", svg) + caption
 
 
 def _table(rows: list[tuple[str, Any]]) -> str:
@@ -85,13 +95,15 @@ def render_html(report: dict[str, Any]) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>TensorFusion simulation</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}</style></head><body>"
+        "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}"
+        "figure.chart{margin:0}figure.chart svg{max-width:100%;height:auto}</style></head><body>"
         "<h1>TensorFusion simulation report</h1>"
         f"<h2>Policy</h2><pre>{html.escape(json.dumps(report['policy'], indent=2))}</pre>"
         f"<h2>Summary</h2>{summary}<h2>Utilisation</h2>{utilisation}"
-        + _chart("Allocated share of capacity (%)", timeline,
-                 ("vramAllocatedPercent", "tflopsAllocatedPercent", "fragmentationPercent"), 100)
-        + _chart("Pods", timeline, ("running", "waiting"), float(top_pods))
+        + _timeline_chart("allocation", "Allocated share of capacity (%)", timeline,
+                          _PERCENT_KEYS, "% of capacity", 100)
+        + _timeline_chart("pods", "Pods", timeline, _POD_KEYS, "pods", float(top_pods))
+        + (_inflation_chart(report["inflation"]) if "inflation" in report else "")
         + f"<h2>Pools</h2>{pools}<h2>Alerts</h2><ul>{alerts or '<li>none</li>'}</ul>"
         "</body></html>"
     )  # fmt: skip
