@@ -5,7 +5,9 @@ replicas, and the entries' arrival intervals are divided by k, so the arrival ra
 stays the same (the quota of the `research` namespace is left as it is). The scheduling run
 (`--no-alerts`) is measured at every scale; the default run, which also records the tf_*
 metrics every sample interval and replays the alert rules over them, at 1x and 10x, and at
-50x until a wall-time cap. Run: `python bench/simulator.py` (pinned to one core).
+50x until a wall-time cap. Then the openb workload-inflation experiment (`--openb ... --inflate
+1.3 --seed 42 --no-alerts`, section `simulator-openb`; `--openb-only` runs just that). Run:
+`python bench/simulator.py` (pinned to one core).
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmark_doc import write_section
 from tensorfusion.domain.alerting.replay import replay_alerts
+from tensorfusion.domain.vocabulary import PlacementMode
 from tensorfusion.sim import runner
 from tensorfusion.sim.cluster_file import ClusterFile, load_cluster
 from tensorfusion.sim.metrics_recording import MetricsRecorder
-from tensorfusion.sim.runner import SimulationOptions, run_simulation
+from tensorfusion.sim.openb import load_openb
+from tensorfusion.sim.runner import SimulationOptions, run_openb, run_simulation
+from tensorfusion.sim.virtual_cluster import PolicyOverrides
 from tensorfusion.sim.workload_file import WorkloadFile, load_workload
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -192,14 +197,71 @@ def report(plain: list[Run], default: list[Run], cap: float) -> str:
     return "\n".join(lines)
 
 
+OPENB = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "openb"
+NODES = OPENB / "openb_node_list_gpu_node.csv"
+TASKS = OPENB / "openb_pod_list_default.csv"
+FACTOR = 1.3
+
+
+@dataclass
+class InflationRun:
+    """Wall time, decisions, pods and the report's `inflation` curve of one run."""
+
+    mode: PlacementMode | None
+    seed: int
+    seconds: float
+    decisions: int
+    pods: int
+    curve: dict[str, Any]
+
+
+def inflation_run(seed: int, mode: PlacementMode | None = None) -> InflationRun:
+    """`tensor-fusion simulate --openb ... --inflate 1.3 --seed SEED --no-alerts` in-process
+    (`mode`: the `--placement-mode` what-if, None for the pool's default)."""
+    started = time.perf_counter()
+    run = load_openb(NODES, TASKS, FACTOR, seed)
+    options = SimulationOptions(overrides=PolicyOverrides(placement_mode=mode), alerts=False)
+    report = run_openb(run, NODES, options, None, (FACTOR, seed))
+    return InflationRun(mode, seed, time.perf_counter() - started,
+                        report["summary"]["decisions"], report["summary"]["pods"],
+                        report["inflation"])  # fmt: skip
+
+
+def openb_report(run: InflationRun) -> str:
+    """The docs/benchmarks.md section of the openb experiment."""
+    verdict = "meets" if run.seconds < TARGET_SECONDS else "MISSES"
+    last = run.curve["points"][-1]
+    return "\n".join(
+        [
+            "## Simulator on the openb trace (`bench/simulator.py`)",
+            "",
+            "`tensor-fusion simulate --openb NODES.csv PODS.csv --inflate 1.3 --seed 42 "
+            "--no-alerts` in-process, one core (1,213 nodes, 6,212 GPUs, default placement mode).",
+            f"Target: under {TARGET_SECONDS:.0f} s.",
+            "",
+            "| pods | wall s | decisions | arrived | allocated | target |",
+            "|---|---|---|---|---|---|",
+            f"| {run.pods:,} | {run.seconds:.1f} | {run.decisions:,} | "
+            f"{last['arrivedPercent']:.1f} % | {last['allocatedPercent']:.1f} % | {verdict} |",
+        ]
+    )
+
+
 def main() -> None:
     """Run the benchmark, print the figures and record them in docs/benchmarks.md."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cap", type=float, default=120.0, help="wall seconds for 50x alerts")
     parser.add_argument("--no-write", action="store_true", help="do not update the docs")
+    parser.add_argument("--openb-only", action="store_true", help="only the openb experiment")
     options = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    openb = openb_report(inflation_run(42))
+    print(openb)
+    if not options.no_write:
+        write_section("simulator-openb", openb)
+    if options.openb_only:
+        return
     plain = [measure(k, alerts=False) for k in SCALES]
     default = [measure(k, alerts=True, cap=options.cap if k == 50 else None) for k in SCALES]
     text = report(plain, default, options.cap)

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 from rich.text import Text
 
 from tensorfusion.cli.report_view import print_report
@@ -24,11 +25,13 @@ from tensorfusion.domain.model import Oversubscription as OversubscriptionModel
 from tensorfusion.domain.vocabulary import PlacementMode
 from tensorfusion.sim.cluster_file import load_cluster
 from tensorfusion.sim.html_report import render_html
+from tensorfusion.sim.inflation import inflation_table
 from tensorfusion.sim.input_errors import InputError, read_yaml
+from tensorfusion.sim.inputs import simulation_inputs
 from tensorfusion.sim.progress import ProgressLines
-from tensorfusion.sim.runner import SimulationOptions, run_simulation, simulate_schedule
+from tensorfusion.sim.runner import SimulationOptions, simulate_schedule
 from tensorfusion.sim.virtual_cluster import PolicyOverrides
-from tensorfusion.sim.workload_file import load_workload, parse_seconds, pod_shape_problem
+from tensorfusion.sim.workload_file import parse_seconds, pod_shape_problem
 
 __all__ = ["simulate", "simulate_schedule_command"]
 
@@ -68,6 +71,16 @@ def _horizon(value: str | None) -> float | None:
     if seconds <= 0:
         raise InputError(f"--until: invalid value {value!r}: must be a duration above zero")
     return seconds
+
+
+def _print_inflation(curve: dict[str, Any], console: Console) -> None:
+    table = Table(title=f"GPU allocation against arrived workload (seed {curve['seed']}, "
+                  f"{curve['clusterGpus']:,} GPUs)")  # fmt: skip
+    table.add_column("arrived GPU request", justify="right")
+    table.add_column("GPU allocation ratio (allocated / cluster GPUs)", justify="right")
+    for arrived, allocated in inflation_table(curve):
+        table.add_row(f"{arrived:g} %", f"{allocated:.1f} %")
+    console.print(table)
 
 
 def _placement_mode(value: str | None) -> PlacementMode | None:
@@ -119,8 +132,28 @@ def _overrides(
 
 
 def simulate(
-    cluster: Annotated[Path, typer.Argument(help="Cluster file: nodes, GPUs, pools, hardware.")],
-    workload: Annotated[Path, typer.Argument(help="Workload trace: pods with arrival/duration.")],
+    cluster: Annotated[
+        Path | None, typer.Argument(help="Cluster file: nodes, GPUs, pools, hardware.")
+    ] = None,
+    workload: Annotated[
+        Path | None, typer.Argument(help="Workload trace: pods with arrival/duration.")
+    ] = None,
+    openb: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(
+            metavar="NODES.csv PODS.csv",
+            help="Simulate the openb trace (node list, task list) instead of cluster and "
+            "workload files; see docs/simulator.md.",
+        ),
+    ] = None,
+    inflate: Annotated[
+        float | None,
+        typer.Option(
+            help="With --openb: draw tasks with replacement until the arrived GPU request is "
+            "this many times the cluster's GPUs, none leaving (workload inflation)."
+        ),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="With --inflate: the draw's seed (42).")] = None,
     output: Annotated[Path | None, typer.Option(help="Write the report as JSON.")] = None,
     html: Annotated[Path | None, typer.Option(help="Write an HTML report with plots.")] = None,
     placement_mode: Annotated[
@@ -184,38 +217,36 @@ def simulate(
             placement_mode, tflops_oversell_ratio, vram_expand_to_host_mem,
             vram_expand_to_host_disk, no_oversubscription, pool,
         )  # fmt: skip
-        cluster_file = load_cluster(cluster)
+        inputs = simulation_inputs(cluster, workload, openb, inflate, seed)
+        cluster_file, trace = inputs.cluster, inputs.workload
         if pool is not None and pool not in {p.name for p in cluster_file.pools}:
-            raise InputError(f"--pool: invalid value {pool!r}: no such pool in {cluster}")
-        trace = load_workload(workload)
+            raise InputError(f"--pool: invalid value {pool!r}: no such pool in {inputs.source}")
         options = SimulationOptions(
             overrides, sample_interval, not no_alerts, metrics_db, verify_fast_path,
             _horizon(until),
         )  # fmt: skip
         total = sum(e.replicas for e in trace.workloads)
         if quiet:
-            report = run_simulation(cluster_file, trace, cluster, options)
+            report = inputs.run(options, None)
         elif not console.is_terminal:
-            lines = ProgressLines(sys.stderr.write)
-            report = run_simulation(cluster_file, trace, cluster, options, lines)
+            report = inputs.run(options, ProgressLines(sys.stderr.write))
         elif total >= PROGRESS_THRESHOLD:
             with Progress(
                 TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                 console=console, transient=True,
             ) as bar:  # fmt: skip
                 task = bar.add_task("pods", total=total)
-                report = run_simulation(
-                    cluster_file, trace, cluster, options,
-                    lambda done, _: bar.update(task, completed=done),
-                )  # fmt: skip
+                report = inputs.run(options, lambda done, _: bar.update(task, completed=done))
         else:
-            report = run_simulation(cluster_file, trace, cluster, options)
+            report = inputs.run(options, None)
     except InputError as exc:
         if debug:
             raise
         raise _fail(str(exc)) from None
     if not quiet:
         print_report(report, console)
+        if "inflation" in report:
+            _print_inflation(report["inflation"], console)
     if output is not None:
         output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         console.print(f"report written to {escape(str(output))}")

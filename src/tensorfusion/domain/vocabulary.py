@@ -47,6 +47,8 @@ class PlacementMode(StrEnum):
     COMPACT_FIRST = "CompactFirst"
     LOW_LOAD_FIRST = "LowLoadFirst"
     NODE_COMPACT_GPU_LOW_LOAD = "NodeCompactGPULowLoad"
+    FRAGMENTATION_AWARE = "FragmentationAware"
+    """Ours: least increase of expected fragmentation against the learned request mix."""
 
 
 class GPUPhase(StrEnum):

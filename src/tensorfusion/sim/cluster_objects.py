@@ -25,6 +25,7 @@ from tensorfusion.domain.model import (
 )
 from tensorfusion.domain.vocabulary import GPUPhase
 from tensorfusion.sim.cluster_file import ClusterFile, HardwareModel, NodeSpec, PoolSpec
+from tensorfusion.sim.native_pods import GPU_RESOURCE
 
 __all__ = [
     "AGENT_INDEX_CAPACITY",
@@ -158,6 +159,8 @@ def node_object(name: str, spec: NodeSpec) -> dict[str, Any]:
         "pods": str(spec.pods),
         "ephemeral-storage": spec.ephemeral_storage,
         KEYS.index_resource_names[0]: str(AGENT_INDEX_CAPACITY) if spec.agent_ready else "0",
+        # The device plugin's whole cards, for native pods (sim/native_pods.py).
+        GPU_RESOURCE: str(spec.gpus.count),
     }
     labels = {HOSTNAME_KEY: name, "nvidia.com/gpu.present": "true", **spec.labels}
     return {

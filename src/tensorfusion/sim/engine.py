@@ -18,6 +18,7 @@ from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 from tensorfusion.sim.fast_path_check import FastPathCheck, FastPathMismatch
+from tensorfusion.sim.native_pods import NativePlacer, gpu_cards, is_native
 from tensorfusion.sim.samples import Sample, take_sample
 from tensorfusion.sim.virtual_cluster import VirtualCluster
 from tensorfusion.sim.waiting_pods import WaitingPods
@@ -67,6 +68,9 @@ class SimPod:
     message: str | None = None
     warnings: list[str] = field(default_factory=list)
     attempts: int = 0
+    native: bool = False
+    cards: int = 0
+    """A native pod (no TensorFusion label) and the whole `nvidia.com/gpu` cards it asks."""
 
     @property
     def key(self) -> str:
@@ -110,6 +114,8 @@ class Simulation:
     _queue: list[tuple[float, int, int, int]] = field(default_factory=list)
     _seq: int = 0
     _waiting: WaitingPods = field(init=False)
+    _placer: NativePlacer = field(init=False)
+    _native_waiting: dict[int, None] = field(default_factory=dict)
     _decisions: int = 0
     _decision_seconds: float = 0.0
     _running: dict[int, None] = field(default_factory=dict)
@@ -122,6 +128,7 @@ class Simulation:
     def run(self, progress: Callable[[int, int], None] | None = None) -> SimulationResult:
         """Run the trace; `progress(arrived, total)` is called after every arrival and departure."""
         self._waiting = WaitingPods(self.native.plugins)
+        self._placer = NativePlacer(self.native, self.cluster.allocator)
         self._load_trace()
         self._check = FastPathCheck() if self.verify_fast_path else None
         total = len(self.pods)
@@ -151,7 +158,8 @@ class Simulation:
                 progress(arrived, total)
         self._explain_waiting()
         return SimulationResult(
-            self.pods, self._samples, self._decisions, self._decision_seconds, last_event,
+            self.pods, self._samples, self._decisions + self._placer.decisions,
+            self._decision_seconds, last_event,
             self._check,
         )  # fmt: skip
 
@@ -166,6 +174,9 @@ class Simulation:
                               self.native.node_names(), self.args, self.weights)  # fmt: skip
             for index in members:
                 self.pods[index].message = decision.message
+        for index in self._native_waiting:
+            pod = self.pods[index]
+            pod.message = self._placer.explain(pod.uid, pod.cards)
 
     # ---- trace -------------------------------------------------------------------------------
 
@@ -185,6 +196,8 @@ class Simulation:
                     arrival=arrival,
                     duration=entry.duration,
                     manifest=entry.pod,
+                    native=is_native(entry.pod),
+                    cards=gpu_cards(entry.pod),
                 )
                 self.pods.append(pod)
                 self._push(pod.arrival, _Event.ARRIVAL, len(self.pods) - 1)
@@ -200,6 +213,11 @@ class Simulation:
 
     def _arrive(self, index: int, now: float) -> None:
         pod = self.pods[index]
+        if pod.native:
+            self.native.add_pod(pod.uid, pod.manifest)
+            if not self._place_native(index, now, None):
+                self._native_waiting[index] = None
+            return
         try:
             prepared = self.preparer.prepare(pod.manifest, pod.name, pod.namespace, pod.uid)
         except PreparationError as exc:
@@ -247,11 +265,29 @@ class Simulation:
         self._push(now + pod.duration, _Event.DEPARTURE, index)
         return True
 
+    def _place_native(self, index: int, now: float, nodes: list[str] | None) -> bool:
+        """Place a native pod among `nodes` (None: all) if it fits."""
+        pod = self.pods[index]
+        started = time.perf_counter()
+        placement = self._placer.place(pod.uid, pod.cards, nodes)
+        self._decision_seconds += time.perf_counter() - started
+        pod.attempts += 1
+        if placement is None:
+            return False
+        self._running[index] = None
+        pod.outcome = PodOutcome.RUNNING
+        pod.node, pod.gpus, pod.placed_at = placement.node, placement.gpus, now
+        self._push(now + pod.duration, _Event.DEPARTURE, index)
+        return True
+
     def _depart(self, index: int, now: float) -> None:
         pod = self.pods[index]
         allocator = self.cluster.allocator
-        allocator.release(pod.uid)
-        self.native.unbind(pod.uid)
+        if pod.native:
+            self._placer.release(pod.uid)
+        else:
+            allocator.release(pod.uid)
+            self.native.unbind(pod.uid)
         del self._running[index]
         pod.outcome = PodOutcome.COMPLETED
         self._waiting.freed(pod.node, pod.namespace, pod.namespace in allocator.quotas)
@@ -261,6 +297,16 @@ class Simulation:
             self._waiting.remove_placed(lambda i: self.pods[i].outcome is PodOutcome.RUNNING)
         else:
             self._waiting.retry(lambda i, nodes: self._try_place(i, now, nodes))
+        self._retry_native(pod.node, now)
+
+    def _retry_native(self, freed: str | None, now: float) -> None:
+        """Waiting native pods, FIFO, against the node a departure freed: the other nodes
+        did not fit them and have only lost capacity since."""
+        if freed is None:
+            return
+        for index in list(self._native_waiting):
+            if self._place_native(index, now, [freed]):
+                del self._native_waiting[index]
 
     # ---- samples -------------------------------------------------------------------------------
 
@@ -269,7 +315,7 @@ class Simulation:
         last one, else the last sample holds. Without a recorder, which needs every sample
         time, the times up to the next event are skipped the same way."""
         if self._changed or not self._samples:
-            waiting = len(self._waiting)
+            waiting = len(self._waiting) + len(self._native_waiting)
             self._samples.append(take_sample(now, self.cluster, waiting, len(self._running)))
             self._changed = False
         else:

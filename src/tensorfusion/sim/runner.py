@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +24,22 @@ from tensorfusion.domain.scheduling.scheduler_config import (
 from tensorfusion.domain.simulate_schedule import UnknownNodesError
 from tensorfusion.domain.simulate_schedule import simulate_schedule as explain_pod
 from tensorfusion.sim.cluster_file import ClusterFile
-from tensorfusion.sim.engine import SimPod, Simulation
+from tensorfusion.sim.engine import SimPod, Simulation, SimulationResult
+from tensorfusion.sim.inflation import inflation_curve
 from tensorfusion.sim.input_errors import InputError
 from tensorfusion.sim.metrics_recording import SIM_EPOCH_MS, MetricsRecorder
+from tensorfusion.sim.openb import OpenbRun
 from tensorfusion.sim.report import build_report
 from tensorfusion.sim.virtual_cluster import PolicyOverrides, VirtualCluster, build_cluster
 from tensorfusion.sim.workload_file import WorkloadFile
 
-__all__ = ["SimulationOptions", "new_simulation", "run_simulation", "simulate_schedule"]
+__all__ = [
+    "SimulationOptions",
+    "new_simulation",
+    "run_openb",
+    "run_simulation",
+    "simulate_schedule",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +153,10 @@ def run_simulation(
     cluster_path: Path,
     options: SimulationOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
+    extra: Callable[[SimulationResult], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run the trace through admission, scheduling, allocation, metrics and alert rules."""
+    """Run the trace through admission, scheduling, allocation, metrics and alert rules;
+    `extra` adds keys to the report from the result."""
     options = options or SimulationOptions()
     simulation = new_simulation(cluster, workload, cluster_path, options)
     store = _open_store(options) if options.alerts else None
@@ -173,7 +183,33 @@ def run_simulation(
         ]  # fmt: skip
         store.close()
     virtual = simulation.cluster
-    return build_report(result, virtual, _policy(virtual, simulation.weights), alerts)
+    report = build_report(result, virtual, _policy(virtual, simulation.weights), alerts)
+    if extra is not None:
+        report.update(extra(result))
+    return report
+
+
+def run_openb(
+    run: OpenbRun,
+    source: Path,
+    options: SimulationOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    inflation: tuple[float, int] | None = None,
+) -> dict[str, Any]:
+    """Simulate an openb trace; with `inflation` (factor, seed) the report gains the
+    `inflation` curve of allocated against arrived GPU requests."""
+    options = options or SimulationOptions()
+    if options.until is None and run.until is not None:
+        options = replace(options, until=run.until)
+
+    def curve(result: SimulationResult) -> dict[str, Any]:
+        if inflation is None:
+            return {}
+        placed = [p.placed_at is not None for p in result.pods]
+        requests = run.gpu_requests[: len(placed)]
+        return {"inflation": inflation_curve(requests, placed, run.cluster_gpus, *inflation)}
+
+    return run_simulation(run.cluster, run.workload, source, options, progress, curve)
 
 
 def simulate_schedule(

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.scheduling.native.pod_shape import pod_shape_problem
 from tensorfusion.sim.input_errors import load_model
+from tensorfusion.sim.native_pods import gpu_request_problem
 
 __all__ = [
     "TraceEntry",
@@ -59,6 +60,13 @@ class TraceEntry(BaseModel):
         if problem is not None:
             raise ValueError(problem)
         return pod
+
+    @model_validator(mode="after")
+    def _native_cards(self) -> TraceEntry:
+        problem = gpu_request_problem(self.pod)
+        if problem is not None:
+            raise ValueError(f"entry {self.name!r}: pod.{problem}")
+        return self
 
     def pod_names(self) -> list[str]:
         """The names of the entry's pods: the entry name, or `<name>-<i>` per replica."""

@@ -207,7 +207,8 @@ def test_every_problem_is_reported_one_per_line() -> None:
             "SchedulingConfigTemplate",
             {"spec": {"placement": {"mode": "Spread"}}},
             'spec.placement.mode: invalid value "Spread": '
-            "must be one of 'CompactFirst', 'LowLoadFirst' or 'NodeCompactGPULowLoad'",
+            "must be one of 'CompactFirst', 'LowLoadFirst', 'NodeCompactGPULowLoad' or "
+            "'FragmentationAware'",
         ),
         (
             "WorkloadProfile",

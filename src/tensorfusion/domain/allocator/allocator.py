@@ -24,6 +24,7 @@ from tensorfusion.domain.allocator.records import (
     RecordState,
     RestoreOutcome,
 )
+from tensorfusion.domain.allocator.workload_mix import WorkloadMix
 from tensorfusion.domain.model.scheduling import Placement
 from tensorfusion.domain.vocabulary import IsolationPolicy, PlacementMode
 
@@ -67,6 +68,8 @@ class Allocator:
     records: dict[str, AllocationRecord] = field(default_factory=dict)
     pool_members: dict[str, set[str]] = field(default_factory=dict)
     _changes: ChangeFeed = field(default_factory=ChangeFeed)
+    mixes: dict[str, WorkloadMix] = field(default_factory=dict, compare=False, repr=False)
+    """Per pool, the request sizes seen so far (FragmentationAware pools only)."""
 
     # ---- inventory -------------------------------------------------------------------------
 
@@ -74,6 +77,13 @@ class Allocator:
         """The consumer's own cursor over changed nodes and GPUs (created on first use and
         kept while the consumer holds it); `unique` gives every caller a cursor of its own."""
         return self._changes.subscribe(consumer, self.nodes, self.gpus, unique=unique)
+
+    def workload_mix(self, pool: str) -> WorkloadMix:
+        """The pool's learned request mix (created empty on first use)."""
+        mix = self.mixes.get(pool)
+        if mix is None:
+            mix = self.mixes[pool] = WorkloadMix()
+        return mix
 
     def pool(self, name: str) -> PoolSettings:
         """Settings of a pool (defaults when the pool is unknown)."""

@@ -83,4 +83,4 @@ def node_level_uses_available(mode: PlacementMode) -> bool:
 
 def gpu_level_uses_available(mode: PlacementMode) -> bool:
     """Whether the GPU-level score of a mode ranks by available (emptiest first)."""
-    return mode is not PlacementMode.COMPACT_FIRST
+    return mode is not PlacementMode.COMPACT_FIRST and mode is not PlacementMode.FRAGMENTATION_AWARE

@@ -22,13 +22,20 @@ from tensorfusion.domain.allocator.filter_chain import (
     not_in_pool_message,
 )
 from tensorfusion.domain.allocator.request_context import (
-    GPU_STAGES,
     GPUSchedulingArgs,
     RequestContext,
 )
 from tensorfusion.domain.quantities import format_bytes
+from tensorfusion.domain.scheduling import fragmentation_choice as fragmentation
+from tensorfusion.domain.scheduling.explanation_json import (
+    node_json,
+    quota_json,
+    request_json,
+    stage_report,
+)
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
+from tensorfusion.domain.vocabulary import PlacementMode
 
 __all__ = [
     "NOT_SELECTED",
@@ -114,6 +121,7 @@ def decide(
 ) -> Decision:
     """Pick the node with the best combined score and its GPUs; nothing is changed."""
     ctx = RequestContext.build(allocator, request, args)
+    fragmentation.observe(ctx)
     return _evaluate_all(ctx, native, candidates, weights, explain=False).decision
 
 
@@ -141,6 +149,8 @@ def _evaluate_all(
     native_rejections: dict[str, tuple[str, str]] = {}
     evaluations: dict[str, NodeEvaluation] = {}
     messages: dict[str, str] = {}
+    least_fragmenting = ctx.placement_mode is PlacementMode.FRAGMENTATION_AWARE
+    feasible: list[tuple[NodeEvaluation, int]] = []
     for name in candidates:
         evaluated += 1
         native_rejection = native.rejection(name)
@@ -163,16 +173,34 @@ def _evaluate_all(
             messages[name] = ev.message or ev.rejected_at
             continue
         fit = native.fit(name)
+        if least_fragmenting:
+            feasible.append((ev, fit))
+            continue
         key = (wfit * fit + wgpu * ev.node_score, ev.node_score, name)
         if _better(key, best):
             best, best_ev = key, ev
-    if best is None or best_ev is None:
+    if least_fragmenting:
+        decision = _chosen(fragmentation.choose(ctx, feasible, wfit, wgpu), messages, rejected)
+    elif best is None or best_ev is None:
         message = unschedulable_message(evaluated, rejected)
         decision = Decision(None, (), None, message, rejections=messages)
     else:
         gpus, selection = choose_gpus(ctx, best_ev)
         decision = Decision(best[2], gpus, selection, None, best[0], messages)
     return _Evaluated(decision, native_rejections, evaluations)
+
+
+def _chosen(
+    choice: fragmentation.Choice | None,
+    messages: dict[str, str],
+    rejected: Counter[str] | None = None,
+) -> Decision:
+    """The decision of a FragmentationAware choice (with the reasons when nothing fits)."""
+    if choice is None:
+        total = sum(rejected.values()) if rejected is not None else 0
+        message = None if rejected is None else unschedulable_message(total, rejected)
+        return Decision(None, (), None, message, rejections=messages)
+    return Decision(choice.node, choice.gpus, choice.selection, None, choice.combined, messages)
 
 
 def decide_indexed(
@@ -200,6 +228,7 @@ def decide_indexed(
     index.sync()
     allocator = index.allocator
     ctx = RequestContext.build(allocator, request, args)
+    fragmentation.observe(ctx)
     if ctx.quota_rejection is not None:
         if not reasons:
             return Decision(None, (), None, ctx.quota_rejection)
@@ -211,6 +240,10 @@ def decide_indexed(
         not index.may_hold(pool, count, request.request) or not native.fits_somewhere()
     ):
         return Decision(None, (), None, None)
+    if ctx.placement_mode is PlacementMode.FRAGMENTATION_AWARE:
+        if reasons:  # the scan gives every node its reason; it evaluates all nodes anyway
+            return _full_scan(allocator, request, native, allowed, args, weights)
+        return _chosen(fragmentation.decide_fast(index, ctx, native, allowed, weights), {})
     fit_bound = native.fit_bound()
     nodes = allocator.nodes
     wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
@@ -337,15 +370,15 @@ def explain(
     outcome = _evaluate_all(ctx, native, names, weights, explain=True)
     decision, evaluations = outcome.decision, outcome.evaluations
     native_rejections = outcome.native_rejections
-    stages, skipped = _stage_report(ctx, evaluations)
+    stages, skipped = stage_report(ctx, evaluations)
     nodes_json = [
-        _node_json(ctx, name, evaluations.get(name), native_rejections.get(name), native,
+        node_json(ctx, name, evaluations.get(name), native_rejections.get(name), native,
                    weights, decision)
         for name in names
     ]  # fmt: skip
     return {
-        "request": _request_json(ctx),
-        "quota": _quota_json(ctx),
+        "request": request_json(ctx),
+        "quota": quota_json(ctx),
         "result": {
             "schedulable": decision.schedulable,
             "node": decision.node,
@@ -357,116 +390,3 @@ def explain(
         "skippedStages": skipped,
         "nodes": nodes_json,
     }
-
-
-def _request_json(ctx: RequestContext) -> dict[str, Any]:
-    r = ctx.request
-    return {
-        "pool": r.pool,
-        "count": r.count,
-        "isolation": r.isolation.value,
-        "qos": r.qos.value,
-        "requests": r.request.to_json(),
-        "limits": r.limit.to_json(),
-        "gpuModel": r.gpu_model,
-        "vendor": r.vendor,
-        "gpuIndices": list(r.gpu_indices),
-        "placementMode": ctx.placement_mode.value,
-        "topology": {
-            "mode": ctx.topology.mode.value,
-            "maxAllowedTier": ctx.topology.max_allowed_tier,
-            "source": ctx.topology.source.value,
-        },
-    }
-
-
-def _quota_json(ctx: RequestContext) -> dict[str, Any]:
-    quota = ctx.allocator.quotas.get(ctx.request.namespace)
-    return {
-        "namespace": ctx.request.namespace,
-        "quota": None if quota is None else quota.spec.name,
-        "checked": ctx.quota_checked,
-        "allowed": ctx.quota_rejection is None,
-        "message": ctx.quota_rejection,
-    }
-
-
-def _stage_report(
-    ctx: RequestContext, evaluations: dict[str, NodeEvaluation]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    removed: list[list[dict[str, str]]] = [[] for _ in GPU_STAGES]
-    total = 0
-    for name in sorted(evaluations):
-        ev = evaluations[name]
-        total += len(ev.pool_gpus)
-        # `failures` holds the removed GPUs in GPU order, stage by stage.
-        for gpu_name, (failed_at, reason) in ev.failures.items():
-            removed[failed_at].append({"gpu": gpu_name, "node": name, "reason": reason})
-    stages: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    remaining = total
-    ended = False
-    for index, stage in enumerate(GPU_STAGES):
-        if ended or not ctx.active[index]:
-            skipped.append(stage)
-            continue
-        out = remaining - len(removed[index])
-        stages.append({"stage": stage, "in": remaining, "out": out, "removed": removed[index]})
-        remaining = out
-        if out == 0:
-            ended = True
-    return stages, skipped
-
-
-def _node_json(
-    ctx: RequestContext,
-    name: str,
-    ev: NodeEvaluation | None,
-    native_rejection: tuple[str, str] | None,
-    native: NativeView,
-    weights: ScoreWeights,
-    decision: Decision,
-) -> dict[str, Any]:
-    selected = decision.node == name
-    if native_rejection is not None or ev is None:
-        plugin, reason = native_rejection or ("NodeNotInPool", "node has no GPUs")
-        return {
-            "node": name, "selected": False, "rejectedAt": plugin, "message": reason,
-            "score": None, "topology": None, "gpus": [],
-        }  # fmt: skip
-    score = None
-    message = ev.message
-    if ev.rejected_at is None:
-        fit = native.fit(name)
-        score = {
-            "nodeResourcesFit": fit,
-            "gpuPlacement": ev.node_score,
-            "combined": weights.node_resources_fit * fit
-            + weights.gpu_resources_fit * ev.node_score,
-        }
-        if not selected:
-            message = "not selected: lower score"
-    topology = None
-    if ev.rejected_at is None or ev.rejected_at == "Topology":
-        plan = ev.topology
-        topology = {
-            "tier": plan.tier if plan is not None else 3,
-            "satisfied": plan is not None and plan.tier <= ctx.topology.max_allowed_tier,
-            "bestGPUs": list(plan.gpus) if plan is not None else [],
-        }
-    feasible = ev.rejected_at is None
-    gpus = []
-    for gpu in ev.pool_gpus:
-        failure = ev.failures.get(gpu.name)
-        gpus.append({
-            "gpu": gpu.name,
-            "phase": gpu.phase,
-            "rejectedAt": None if failure is None else GPU_STAGES[failure[0]],
-            "reason": None if failure is None else failure[1],
-            "nodeLevelScore": ev.node_terms.get(gpu.name) if feasible else None,
-            "gpuLevelScore": ev.gpu_scores.get(gpu.name) if feasible and failure is None else None,
-        })  # fmt: skip
-    return {
-        "node": name, "selected": selected, "rejectedAt": ev.rejected_at, "message": message,
-        "score": score, "topology": topology, "gpus": gpus,
-    }  # fmt: skip
