@@ -248,8 +248,15 @@ def main() -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     rows = [run_decisions(n, options.decisions, 0.8) for n in (1000, 5000)]
+    for row in rows:
+        print(f"{row['nodes']:,} nodes: {row['per_second']:,.0f} decisions/s, "
+              f"p50 {row['p50_ms']:.3f} ms, p99 {row['p99_ms']:.3f} ms", flush=True)  # fmt: skip
     explanation = run_explanations(1000, options.explanations)
-    fgd = run_decisions(1000, options.fragmentation_decisions, 0.8, "FragmentationAware")
+    fgd = (
+        run_decisions(1000, options.fragmentation_decisions, 0.8, "FragmentationAware")
+        if options.fragmentation_decisions > 0
+        else None
+    )
     lines = [
         "## Scheduling (`bench/scheduling.py`)",
         "",
@@ -273,13 +280,14 @@ def main() -> None:
         f"{explanation['nodes']:,} nodes, {explanation['runs']} runs: "
         f"p50 {explanation['p50_ms']:.1f} ms, p99 {explanation['p99_ms']:.1f} ms.",
     ]
-    lines += [
-        "",
-        f"FragmentationAware (ours; every feasible node evaluated, see scheduling.md), same "
-        f"steady state at {fgd['nodes']:,} nodes, {fgd['decisions']:,} decisions: "
-        f"{fgd['per_second']:,.0f}/s, p50 {fgd['p50_ms']:.2f} ms, p99 {fgd['p99_ms']:.2f} ms, "
-        f"placed {fgd['placed_share']:.0%}.",
-    ]
+    if fgd is not None:
+        lines += [
+            "",
+            f"FragmentationAware (ours; every feasible node evaluated, see scheduling.md), same "
+            f"steady state at {fgd['nodes']:,} nodes, {fgd['decisions']:,} decisions: "
+            f"{fgd['per_second']:,.0f}/s, p50 {fgd['p50_ms']:.2f} ms, p99 {fgd['p99_ms']:.2f} ms, "
+            f"placed {fgd['placed_share']:.0%}.",
+        ]
     text = "\n".join(lines)
     print(text)
     if not options.no_write:

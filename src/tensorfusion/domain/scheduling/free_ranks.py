@@ -8,12 +8,13 @@ sorted, so "some node has `count` GPUs with `x` free" is one comparison with the
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.allocator.gpu_state import GPUState
 
-__all__ = ["FreeGPUs", "PoolCapacity", "RankedFree", "free_gpus"]
+__all__ = ["FreeGPUs", "PoolCapacity", "RankedFree", "RankedMax", "free_gpus"]
 
 PERCENT_SCALE = 100_000  # milli-percent of a whole GPU
 
@@ -104,6 +105,47 @@ class RankedFree:
         return bool(entries) and (amount <= 0 or entries[-1][0] >= amount)
 
 
+@dataclass(slots=True)
+class RankedMax:
+    """For every rank k, the largest (k+1)-th free amount of any node: max-heaps whose stale
+    entries are dropped when they reach the top (no sorted list to shift on every change)."""
+
+    _heaps: list[list[tuple[int, str]]] = field(default_factory=list)
+    _current: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def place(self, name: str, free: tuple[int, ...] | None) -> None:
+        """Take a node's ranked amounts (None: forget the node)."""
+        old = self._current.pop(name, ())
+        if free is None:
+            return
+        self._current[name] = free
+        while len(self._heaps) < len(free):
+            self._heaps.append([])
+        for rank, value in enumerate(free):
+            if rank >= len(old) or old[rank] != value:
+                heapq.heappush(self._heaps[rank], (-value, name))
+        if len(self._heaps[0]) > 4 * len(self._current) + 64:
+            self._compact()
+
+    def any_holding(self, count: int, amount: int) -> bool:
+        """Whether some node has `count` GPUs with at least `amount` free each."""
+        if count < 1 or count > len(self._heaps):
+            return False
+        heap, rank, current = self._heaps[count - 1], count - 1, self._current
+        while heap:
+            negative, name = heap[0]
+            free = current.get(name)
+            if free is not None and rank < len(free) and free[rank] == -negative:
+                return amount <= 0 or -negative >= amount
+            heapq.heappop(heap)
+        return False
+
+    def _compact(self) -> None:
+        for rank, heap in enumerate(self._heaps):
+            heap[:] = [(-free[rank], n) for n, free in self._current.items() if rank < len(free)]
+            heapq.heapify(heap)
+
+
 def _vram(free: FreeGPUs) -> tuple[int, ...]:
     return free.vram
 
@@ -118,25 +160,20 @@ def _percent(free: FreeGPUs) -> tuple[int, ...]:
 
 @dataclass(slots=True)
 class PoolCapacity:
-    """Ranked free VRAM, TFLOPs and compute percent over every node of a pool."""
+    """The largest ranked free VRAM, TFLOPs and compute percent over every node of a pool."""
 
-    vram: RankedFree = field(default_factory=RankedFree)
-    tflops: RankedFree = field(default_factory=RankedFree)
-    percent: RankedFree = field(default_factory=RankedFree)
+    vram: RankedMax = field(default_factory=RankedMax)
+    tflops: RankedMax = field(default_factory=RankedMax)
+    percent: RankedMax = field(default_factory=RankedMax)
 
-    def place(self, name: str, old: FreeGPUs | None, new: FreeGPUs | None) -> None:
-        """Replace a node's amounts (None: the node is absent before or after)."""
+    def place(self, name: str, new: FreeGPUs | None) -> None:
+        """Replace a node's amounts (None: the node is gone)."""
         for ranked, pick in (
             (self.vram, _vram),
             (self.tflops, _tflops),
             (self.percent, _percent),
         ):
-            if old is not None and new is not None:
-                ranked.update(name, pick(old), pick(new))
-            elif old is not None:
-                ranked.remove(name, pick(old))
-            elif new is not None:
-                ranked.add(name, pick(new))
+            ranked.place(name, pick(new) if new is not None else None)
 
     def may_hold(self, count: int, need: ResourceAmount) -> bool:
         """Whether some node may have `count` GPUs each with the VRAM and compute asked

@@ -95,7 +95,7 @@ class _PoolBuckets:
     def place(self, name: str, entry: NodeEntry | None) -> None:
         old = self.entries.pop(name, None)
         self.exact.discard(name)
-        self.capacity.place(name, old.free if old else None, entry.free if entry else None)
+        self.capacity.place(name, entry.free if entry else None)
         if old is not None and entry is not None and old.bound == entry.bound:
             # Same bucket: move only the ranks whose free VRAM changed.
             self.buckets[entry.bound].vram.update(name, old.free.vram, entry.free.vram)
