@@ -21,6 +21,7 @@ from tensorfusion.devenv.processes import (
     component_environment,
     kill_session,
     pid_file_process,
+    process_alive,
     session_processes,
     write_pid_file,
 )
@@ -223,12 +224,12 @@ def _terminate(pid: int, timeout_s: float) -> bool:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not process_alive(pid):
             return True
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    while _alive(pid):
+    while process_alive(pid):
         time.sleep(0.05)
     return False
 
@@ -240,18 +241,6 @@ def _session_ended(session: int, timeout_s: float = 5.0) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    if stat.rsplit(")", 1)[1].split()[0] == "Z":
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        return False
     return True
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from tensorfusion.domain.annotations import KEYS
 __all__ = ["Agent", "AgentRunner"]
 
 _PROBE_PERIOD_S = 1.0
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -97,7 +99,10 @@ class AgentRunner:
         async for op, pod in self.kube.watch(Pod, namespace=self.namespace, labels=labels,
                                              on_error=on_error_retry):  # fmt: skip
             body: dict[str, Any] = pod.to_dict()  # type: ignore[no-untyped-call]
-            await self._on_pod(op, body)
+            try:
+                await self._on_pod(op, body)
+            except Exception:  # one pod's failure must not end the watch: logged, retried
+                _log.exception("pod %s: handling %s failed", body["metadata"].get("name"), op)
 
     async def _on_pod(self, op: str, pod: Mapping[str, Any]) -> None:
         meta = pod["metadata"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import ipaddress
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tensorfusion.adapters.tls.webhook_certificates import subject_alternative_names
 
 _VALIDITY = datetime.timedelta(days=2)
 _CLOCK_SKEW = datetime.timedelta(minutes=5)
@@ -36,16 +37,6 @@ def _name(common_name: str, organizations: Sequence[str] = ()) -> x509.Name:
     attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
     attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
     return x509.Name(attributes)
-
-
-def _subject_alternative_names(hosts: Sequence[str]) -> x509.SubjectAlternativeName:
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
-    return x509.SubjectAlternativeName(names)
 
 
 @dataclass(frozen=True)
@@ -162,7 +153,7 @@ class CertificateAuthority:
         if usages:
             builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         if hosts:
-            builder = builder.add_extension(_subject_alternative_names(hosts), critical=False)
+            builder = builder.add_extension(subject_alternative_names(hosts), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         return Issued(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 

@@ -68,14 +68,32 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def process_start_time(pid: int) -> str | None:
-    """The start time of process `pid` in clock ticks since boot (`/proc/PID/stat` field 22),
-    which tells it apart from a later process given the same PID; None if there is none."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """`/proc/PID/stat` after the command name (state first), or None if there is none."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    return stat.rsplit(")", 1)[1].split()
+
+
+def process_start_time(pid: int) -> str | None:
+    """The start time of process `pid` in clock ticks since boot (`/proc/PID/stat` field 22),
+    which tells it apart from a later process given the same PID; None if there is none."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields else None
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie does not; one of ours is reaped)."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return False
+    if fields[0] == "Z":
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return True
 
 
 def write_pid_file(path: Path, pid: int) -> None:
@@ -94,9 +112,7 @@ def pid_file_process(path: Path) -> int | None:
     now = process_start_time(pid)
     if now is None or (started not in ("", "?") and started != now):
         return None
-    if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-        return None
-    return pid
+    return pid if process_alive(pid) else None
 
 
 def session_processes(session: int) -> list[int]:
@@ -105,11 +121,8 @@ def session_processes(session: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[3]) == session:
+        fields = _stat_fields(int(entry.name))
+        if fields is not None and fields[0] != "Z" and int(fields[3]) == session:
             found.append(int(entry.name))
     return found
 

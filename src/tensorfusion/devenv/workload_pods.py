@@ -110,6 +110,8 @@ class WorkloadPods:
                 await self.on_pod(op, body)
             except ApiError as error:  # the pod changed meanwhile: the next event retries
                 _log.info("pod %s: %s", body["metadata"].get("name"), error.status.message)
+            except Exception:  # one pod's failure must not end the watch: logged, retried
+                _log.exception("pod %s: handling %s failed", body["metadata"].get("name"), op)
 
     async def on_pod(self, op: str, pod: Mapping[str, Any]) -> None:
         """One watch event."""

@@ -40,6 +40,7 @@ __all__ = [
     "secret_data",
     "server_context",
     "service_hosts",
+    "subject_alternative_names",
 ]
 
 CA_VALIDITY: Final = datetime.timedelta(days=3650)
@@ -85,7 +86,8 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     )  # fmt: skip
 
 
-def _alt_names(hosts: Sequence[str]) -> x509.SubjectAlternativeName:
+def subject_alternative_names(hosts: Sequence[str]) -> x509.SubjectAlternativeName:
+    """IP addresses as IP SANs, every other host as a DNS SAN."""
     names: list[x509.GeneralName] = []
     for host in hosts:
         try:
@@ -114,7 +116,7 @@ def _serving(
         .not_valid_after(now + SERVING_VALIDITY)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(_alt_names(hosts), critical=False)
+        .add_extension(subject_alternative_names(hosts), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
