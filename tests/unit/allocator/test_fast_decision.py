@@ -419,3 +419,17 @@ def test_a_node_of_a_higher_bucket_short_of_vram_is_named_not_just_outscored() -
         "fewer than 1 GPUs of pool tensor-fusion-shared with 40Gi VRAM free"
     )
     assert fast.rejection_message("n2") == NOT_SELECTED
+
+
+def test_a_node_short_of_the_compute_asked_is_left_out_of_the_buckets_with_compute() -> None:
+    allocator = compact_allocator(("a0", "node-a"), ("b0", "node-b"))
+    allocator.assume(request("load", ("300", "1Gi")), "node-a", ["a0"], now=0)
+    index = NodeScoreIndex(allocator, GPUSchedulingArgs().weights)
+    index.sync()
+    need = request("r", ("20", "1Gi")).request
+    with_compute = [n for _, names in index.ordered(POD.pool, 1, 0, compute=need) for n in names]
+    without = [n for _, names in index.ordered(POD.pool, 1, 0) for n in names]
+    among = index.ordered_among(POD.pool, ["node-a", "node-b"], 1, 0, need)
+    assert with_compute == ["node-b"]
+    assert sorted(without) == ["node-a", "node-b"]
+    assert [n for _, names in among for n in names] == ["node-b"]

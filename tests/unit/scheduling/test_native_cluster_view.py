@@ -126,3 +126,32 @@ def test_forgetting_pods_frees_their_outcomes_and_never_mixes_up_later_pods() ->
     cluster.add_pod("p3", pod(zone="x"))
     assert cluster.view("p3").rejection("a") is None
     assert cluster.view("p2").rejection("a") is not None
+
+
+def test_pods_of_one_class_share_their_outcomes_until_the_last_one_is_forgotten() -> None:
+    cluster = NativeCluster.from_nodes(PLUGINS, {"a": node("a", cpu="2")})
+    first, second = pod(cpu="3"), pod(cpu="3")
+    second["metadata"]["name"] = "q"
+    cluster.add_pod("p1", first)
+    cluster.add_pod("p2", second)
+    rejection = cluster.view("p1").rejection("a")
+    assert rejection is not None
+    assert len(cluster.outcomes["a"]) == 1  # the second pod's outcome is the first one's
+    assert cluster.view("p2").rejection("a") == rejection
+    assert len(cluster.outcomes["a"]) == 1
+    cluster.forget_pod("p1")
+    assert len(cluster.outcomes["a"]) == 1
+    cluster.forget_pod("p2")
+    assert cluster.outcomes["a"] == {}
+    cluster.add_pod("p3", pod(cpu="1"))
+    assert cluster.view("p3").rejection("a") is None
+
+
+def test_a_pod_added_again_under_its_uid_leaves_its_old_class() -> None:
+    cluster = NativeCluster.from_nodes(PLUGINS, {"a": node("a", cpu="2")})
+    cluster.add_pod("p1", pod(cpu="3"))
+    assert not cluster.view("p1").admits("a")
+    cluster.add_pod("p1", pod(cpu="1"))
+    assert cluster.view("p1").admits("a")
+    cluster.forget_pod("p1")
+    assert cluster.outcomes["a"] == {}

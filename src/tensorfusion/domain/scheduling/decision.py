@@ -265,9 +265,11 @@ def decide_indexed(
     # chosen once its key is exact and no unopened bucket can beat it.
     heap: list[tuple[int, int, str, bool, int]] = []
     if not reasons and allowed is not None and len(allowed) <= _FEW:
-        buckets = index.ordered_among(pool, allowed, count, need_vram)
+        buckets = index.ordered_among(pool, allowed, count, need_vram, request.request)
     else:
-        buckets = index.ordered(pool, count, need_vram, every_bucket=reasons)
+        # With reasons, nodes short of compute are opened so that they get their stage message.
+        compute = None if reasons else request.request
+        buckets = index.ordered(pool, count, need_vram, every_bucket=reasons, compute=compute)
     upcoming = next(buckets, None)
     exact = index.exact_nodes(pool)
     while True:

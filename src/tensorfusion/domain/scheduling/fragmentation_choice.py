@@ -121,13 +121,13 @@ def feasible_indexed(
     allowed: Collection[str] | None,
 ) -> list[tuple[NodeEvaluation, int]]:
     """Every feasible node of the pool (or of `allowed`) with its fit; nodes without `count`
-    GPUs holding the VRAM asked are skipped through the index without being opened."""
+    GPUs holding the VRAM and compute asked are skipped through the index without being opened."""
     request = ctx.request
     pool, count, vram = request.pool, request.count, request.request.vram_bytes
     if allowed is not None and len(allowed) <= _FEW:
-        buckets = index.ordered_among(pool, allowed, count, vram)
+        buckets = index.ordered_among(pool, allowed, count, vram, request.request)
     else:
-        buckets = index.ordered(pool, count, vram)
+        buckets = index.ordered(pool, count, vram, compute=request.request)
     if allowed is not None and not isinstance(allowed, set | frozenset | dict):
         allowed = frozenset(allowed)  # membership is tested per node
     nodes = index.allocator.nodes

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.allocator.gpu_state import GPUState
 
-__all__ = ["FreeGPUs", "PoolCapacity", "RankedFree", "RankedMax", "free_gpus"]
+__all__ = ["FreeGPUs", "PoolCapacity", "RankedFree", "RankedMax", "free_gpus", "holds_compute"]
 
 PERCENT_SCALE = 100_000  # milli-percent of a whole GPU
 
@@ -52,6 +52,17 @@ def free_gpus(gpus: list[GPUState]) -> FreeGPUs:
         tuple(sorted(tflops, reverse=True)),
         tuple(sorted(percent, reverse=True)),
     )
+
+
+def holds_compute(free: FreeGPUs, count: int, need: ResourceAmount) -> bool:
+    """Whether `count` of the GPUs have the compute percent (or TFLOPs) asked free each."""
+    if need.percent_milli:
+        ranks, amount = free.percent, need.percent_milli
+    elif need.tflops_milli:
+        ranks, amount = free.tflops, need.tflops_milli
+    else:
+        return True
+    return 0 < count <= len(ranks) and ranks[count - 1] >= amount
 
 
 @dataclass(slots=True)

@@ -28,6 +28,7 @@ from tensorfusion.domain.scheduling.free_ranks import (
     PoolCapacity,
     RankedFree,
     free_gpus,
+    holds_compute,
 )
 
 __all__ = ["NodeScoreIndex", "node_score_bound"]
@@ -139,10 +140,16 @@ class NodeScoreIndex:
             self._refresh(name)
 
     def ordered(
-        self, pool: str, count: int, vram: int, every_bucket: bool = False
+        self,
+        pool: str,
+        count: int,
+        vram: int,
+        every_bucket: bool = False,
+        compute: ResourceAmount | None = None,
     ) -> Iterator[tuple[int, list[str]]]:
         """(bound, names) from the highest bound down: per bucket, the nodes that have `count`
-        GPUs of the pool with at least `vram` bytes free each (a necessary condition).
+        GPUs of the pool with at least `vram` bytes free each (a necessary condition), and
+        with `compute` also the TFLOPs or compute percent it asks free on each.
 
         `every_bucket` also yields the non-empty buckets where no node qualifies (with no
         names), so a caller can name their nodes' reason.
@@ -150,15 +157,28 @@ class NodeScoreIndex:
         buckets = self._pools.get(pool)
         if buckets is None:
             return
+        entries = buckets.entries
         for bound in range(_SCORES - 1, -1, -1):
             bucket = buckets.buckets[bound]
             if bucket.size:
                 holding = bucket.vram.holding(count, vram)
-                if holding or every_bucket:
-                    yield bound, [name for _, name in holding]
+                if compute is None:
+                    names = [name for _, name in holding]
+                else:
+                    names = [
+                        name for _, name in holding
+                        if holds_compute(entries[name].free, count, compute)
+                    ]  # fmt: skip
+                if names or every_bucket:
+                    yield bound, names
 
     def ordered_among(
-        self, pool: str, names: Collection[str], count: int, vram: int
+        self,
+        pool: str,
+        names: Collection[str],
+        count: int,
+        vram: int,
+        compute: ResourceAmount | None = None,
     ) -> Iterator[tuple[int, list[str]]]:
         """`ordered` restricted to `names` (for a few names: no walk over the buckets)."""
         buckets = self._pools.get(pool)
@@ -168,6 +188,8 @@ class NodeScoreIndex:
         for name in sorted(names):
             entry = buckets.entries.get(name)
             if entry is None or len(entry.free.vram) < count or count < 1:
+                continue
+            if compute is not None and not holds_compute(entry.free, count, compute):
                 continue
             if vram <= 0 or entry.free.vram[count - 1] >= vram:
                 by_bound.setdefault(entry.bound, []).append(name)

@@ -1,5 +1,7 @@
 """The native-plugin view of a set of nodes: Node facts, the requests of the pods bound to each
 node, each pod's rejection and NodeResourcesFit score per node, and a bound of that score.
+Pods with equal requirements but their names (`PodRequirements.class_key`) share one outcome
+per node, kept until the node changes.
 
 One implementation for the simulator (nodes of its cluster file) and the extender (Nodes and
 bound pods from the informer cache): the decision reads it through `NativeView`.
@@ -99,6 +101,14 @@ class PodNativeView:
 
 
 @dataclass(slots=True)
+class _PodClass:
+    """Pods with one `class_key`: the token of their shared outcomes and how many there are."""
+
+    token: int
+    members: int = 0
+
+
+@dataclass(slots=True)
 class NativeCluster:
     """Node facts, the requests of the pods bound to each node, and compiled pods."""
 
@@ -109,7 +119,7 @@ class NativeCluster:
     bound: dict[str, str] = field(default_factory=dict)
     outcomes: dict[str, dict[int, NativeOutcome]] = field(default_factory=dict)
     free: FreeBounds = field(default_factory=FreeBounds)
-    _tokens: dict[int, tuple[PodRequirements, int]] = field(default_factory=dict)
+    _classes: dict[tuple[object, ...], _PodClass] = field(default_factory=dict)
     _next_token: int = 0
     _names: list[str] | None = None
     _fullest: dict[str, list[tuple[float, int, str]]] = field(default_factory=dict)
@@ -156,30 +166,37 @@ class NativeCluster:
     def add_pod(self, uid: str, pod: Mapping[str, Any]) -> PodRequirements:
         """Compile a pod once for all its scheduling attempts (NativeInputError if invalid)."""
         requirements = PodRequirements.from_pod(pod)
+        previous = self.pods.get(uid)
+        if previous is not None:
+            self._leave_class(previous)
         self.pods[uid] = requirements
+        pod_class = self._classes.get(requirements.class_key)
+        if pod_class is None:
+            self._next_token += 1
+            pod_class = self._classes[requirements.class_key] = _PodClass(self._next_token)
+        pod_class.members += 1
         return requirements
 
     def forget_pod(self, uid: str) -> None:
-        """Unbind the pod if bound and drop its compiled form and cached outcomes."""
+        """Unbind the pod if bound and drop its compiled form (and its class's outcomes once
+        no pod of the class is left)."""
         self.unbind(uid)
         requirements = self.pods.pop(uid, None)
-        if requirements is None:
-            return
-        known = self._tokens.get(id(requirements))
-        if known is not None and known[0] is requirements:
-            del self._tokens[id(requirements)]
-            for memo in self.outcomes.values():
-                memo.pop(known[1], None)
+        if requirements is not None:
+            self._leave_class(requirements)
 
     def view(self, uid: str) -> PodNativeView:
-        """The native view of a compiled pod."""
+        """The native view of a compiled pod; pods of one class share their outcomes."""
         requirements = self.pods[uid]
-        known = self._tokens.get(id(requirements))
-        if known is None or known[0] is not requirements:
-            self._next_token += 1
-            known = (requirements, self._next_token)
-            self._tokens[id(requirements)] = known
-        return PodNativeView(self, requirements, known[1])
+        return PodNativeView(self, requirements, self._classes[requirements.class_key].token)
+
+    def _leave_class(self, requirements: PodRequirements) -> None:
+        pod_class = self._classes[requirements.class_key]
+        pod_class.members -= 1
+        if pod_class.members == 0:
+            del self._classes[requirements.class_key]
+            for memo in self.outcomes.values():
+                memo.pop(pod_class.token, None)
 
     def bind(self, uid: str, node: str) -> None:
         """Count the compiled pod's requests on the node (moving it if bound elsewhere)."""

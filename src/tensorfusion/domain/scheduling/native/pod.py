@@ -20,7 +20,11 @@ __all__ = ["PodRequirements"]
 
 @dataclass(frozen=True, slots=True)
 class PodRequirements:
-    """Tolerations, node name, node selector and affinity, and resource requests of a pod."""
+    """Tolerations, node name, node selector and affinity, and resource requests of a pod.
+
+    `class_key` holds everything but the pod's name: pods with equal keys pass the same
+    filters and get the same score on every node.
+    """
 
     namespace: str = ""
     name: str = ""
@@ -29,10 +33,24 @@ class PodRequirements:
     affinity: RequiredNodeAffinity = field(default_factory=RequiredNodeAffinity)
     resources: PodResources = field(default_factory=PodResources)
     tolerates_unschedulable: bool = field(init=False, repr=False, compare=False)
+    class_key: tuple[object, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         value = tolerates_unschedulable(self.tolerations)
         object.__setattr__(self, "tolerates_unschedulable", value)
+        requests = self.resources.requests
+        key = (
+            self.node_name,
+            self.tolerations,
+            self.affinity,
+            requests.cpu_milli,
+            requests.memory,
+            requests.ephemeral_storage,
+            tuple(sorted(requests.scalar.items())),
+            self.resources.non_zero_cpu_milli,
+            self.resources.non_zero_memory,
+        )
+        object.__setattr__(self, "class_key", key)
 
     @classmethod
     def from_pod(cls, pod: Mapping[str, Any]) -> PodRequirements:
