@@ -128,7 +128,7 @@ class Simulation:
     def run(self, progress: Callable[[int, int], None] | None = None) -> SimulationResult:
         """Run the trace; `progress(arrived, total)` is called after every arrival and departure."""
         self._waiting = WaitingPods(self.native.plugins)
-        self._placer = NativePlacer(self.native, self.cluster.allocator)
+        self._placer = NativePlacer(self.native, self.cluster.allocator, self.args.weights)
         self._load_trace()
         self._check = FastPathCheck() if self.verify_fast_path else None
         total = len(self.pods)

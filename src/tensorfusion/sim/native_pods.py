@@ -5,7 +5,10 @@ A native pod takes CPU, memory and a pod slot (the native filters and NodeResour
 TensorFusion pod holds anything on it, and while the pod runs the card is `usedBy:
 nvidia-device-plugin`, so the GPU allocator skips it. Among the nodes that pass, the highest
 NodeResourcesFit score wins, ties going to the first node by name (kube-scheduler picks one of
-the tied nodes at random; the simulator stays reproducible).
+the tied nodes at random; the simulator stays reproducible). In a FragmentationAware pool a
+pod without cards first goes where taking its CPU raises the pool's expected fragmentation
+least (a CPU-heavy pod on a node whose free GPUs then no class could use strands them), as the
+openb experiment schedules every task with the policy under test.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from typing import Any, Final
 
 from tensorfusion.domain.admission.dry_run import not_a_gpu_worker
 from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.fragmentation import CPUChange
 from tensorfusion.domain.allocator.gpu_state import TENSOR_FUSION_USER
+from tensorfusion.domain.allocator.placement import PlacementWeights
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
+from tensorfusion.domain.scheduling.fragmentation_choice import CPUOnlyCost, cpu_only_cost
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster, PodNativeView
 from tensorfusion.domain.vocabulary import GPUPhase
 
@@ -96,6 +102,9 @@ def gpu_cards(manifest: Mapping[str, Any]) -> int:
     return total
 
 
+_NO_COST: Final = CPUOnlyCost(0, 0)
+
+
 @dataclass(frozen=True, slots=True)
 class NativePlacement:
     """Where a native pod goes: its node and the cards it holds there."""
@@ -110,6 +119,7 @@ class NativePlacer:
 
     native: NativeCluster
     allocator: Allocator
+    weights: PlacementWeights = field(default_factory=PlacementWeights)
     decisions: int = 0
     _held: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -119,16 +129,18 @@ class NativePlacer:
         view = self.native.view(uid)
         if not view.fits_somewhere():
             return None
-        best: tuple[int, str] | None = None
+        best: tuple[int, int, int, str] | None = None
+        request = view.cpu_request()
         for node in self.native.node_names() if nodes is None else sorted(nodes):
             if not view.admits(node) or (cards and len(self._idle_cards(node)) < cards):
                 continue
-            fit = view.fit(node)
-            if best is None or fit > best[0]:
-                best = (fit, node)
+            cost = self._fragmentation(node, view, request, cards)
+            key = (cost.delta, cost.units_per_core, -view.fit(node), node)
+            if best is None or key < best:
+                best = key
         if best is None:
             return None
-        node = best[1]
+        node = best[3]
         gpus = tuple(self._idle_cards(node)[:cards])
         self._set_user(gpus, DEVICE_PLUGIN_USER)
         self.native.bind(uid, node)
@@ -153,6 +165,17 @@ class NativePlacer:
                 reasons[f"fewer than {cards} idle {GPU_RESOURCE} cards"] += 1
         parts = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
         return f"0/{len(names)} nodes are available: {parts}."
+
+    def _fragmentation(
+        self, node: str, view: PodNativeView, request: int, cards: int
+    ) -> CPUOnlyCost:
+        """What a pod without cards costs a FragmentationAware pool on the node (nothing
+        elsewhere: the default scheduler's choice)."""
+        free = view.cpu_free(node)
+        if cards or free is None:
+            return _NO_COST
+        cost = cpu_only_cost(self.allocator, node, CPUChange(free, request), self.weights)
+        return _NO_COST if cost is None else cost
 
     def _idle_cards(self, node: str) -> list[str]:
         state = self.allocator.nodes.get(node)

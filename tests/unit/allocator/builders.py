@@ -105,3 +105,9 @@ class AllNodesPass:
 
     def fit_bound(self) -> int:
         return 0
+
+    def cpu_request(self) -> int:
+        return 0
+
+    def cpu_free(self, node: str) -> int | None:
+        return None

@@ -60,6 +60,12 @@ class TableView:
             return self.bound
         return max(self.fits.values(), default=0)
 
+    def cpu_request(self) -> int:
+        return 0
+
+    def cpu_free(self, node: str) -> int | None:
+        return None
+
 
 node_shapes = st.lists(
     st.tuples(
@@ -221,6 +227,12 @@ class AllPassView:
 
     def fit_bound(self) -> int:
         return 0
+
+    def cpu_request(self) -> int:
+        return 0
+
+    def cpu_free(self, node: str) -> int | None:
+        return None
 
 
 def compact_allocator(*names_and_nodes: tuple[str, str]) -> Allocator:

@@ -50,6 +50,12 @@ class CountingView:
     def fits_somewhere(self) -> bool:
         return self.view.fits_somewhere()
 
+    def cpu_request(self) -> int:
+        return self.view.cpu_request()
+
+    def cpu_free(self, node: str) -> int | None:
+        return self.view.cpu_free(node)
+
 
 class Cluster:
     """Three nodes of two 80Gi, 300-TFLOPs GPUs, 16 CPUs, 64Gi and 3 pod slots each."""

@@ -3,14 +3,21 @@ same decision from the simulator's path and the extender's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
-from tensorfusion.domain.allocator.fragmentation import GPUKey, node_fragmentation
+from tensorfusion.domain.allocator.fragmentation import GPUKey, measure_weights, node_fragmentation
 from tensorfusion.domain.allocator.placement import PlacementWeights
 from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
-from tensorfusion.domain.allocator.workload_mix import MixSnapshot, RequestClass, WorkloadMix
+from tensorfusion.domain.allocator.workload_mix import (
+    MixSnapshot,
+    NodeFragments,
+    RequestClass,
+    WorkloadMix,
+    cpu_class,
+)
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide, decide_indexed
 from tensorfusion.domain.scheduling.extender_verbs import filter_worker
@@ -214,3 +221,96 @@ def test_simulator_and_extender_paths_decide_the_same() -> None:
     assert sim.workload_mix(POOL).snapshot().as_dict() == (
         ext.workload_mix(POOL).snapshot().as_dict()
     )
+
+
+# ---- CPU, the measured dimensions and the per-node memo ------------------------------------
+
+
+def test_a_class_whose_cpu_exceeds_the_free_cpu_finds_all_free_units_a_fragment() -> None:
+    weights = PlacementWeights()
+    mix = MixSnapshot(
+        (RequestClass(1, amount(20), cpu_milli=8000), RequestClass(1, amount(20))), (3, 1)
+    )
+    # 0.3 + 1.0 GPU free, both usable by a 20: nothing is a fragment while the CPU fits.
+    assert node_fragmentation([key(30), key(100)], mix, weights, cpu_free=8000) == 0
+    assert node_fragmentation([key(30), key(100)], mix, weights) == 0
+    # 7.9 cores free: the 8-core class cannot come, so its 3 arrivals see 1.3 GPU stranded.
+    assert node_fragmentation([key(30), key(100)], mix, weights, cpu_free=7999) == 3 * 1_300_000
+
+
+def test_node_fragments_add_each_cpu_threshold_below_the_free_cpu() -> None:
+    fragments = NodeFragments(roomy=5, thresholds=(2000, 8000), extra=(30, 10, 0))
+    assert [fragments.at(c) for c in (None, 9000, 8000, 7999, 2000, 1999, -1)] == [
+        5, 5, 5, 15, 15, 35, 35,
+    ]  # fmt: skip
+
+
+def test_cpu_classes_round_down_to_a_power_of_two_of_whole_cores() -> None:
+    assert [cpu_class(m) for m in (0, 999, 1000, 1999, 3000, 12000, 16000)] == [
+        0, 0, 1000, 1000, 2000, 8000, 16000,
+    ]  # fmt: skip
+    pod = request("p", percent="50")
+    assert RequestClass.of(pod, 12_500).cpu_milli == 8000
+
+
+def test_free_vram_that_no_class_asks_for_is_not_measured() -> None:
+    # Compute-percent pods ask no VRAM: a GPU with no compute left is no fragment, however
+    # much VRAM it has free.
+    weights = PlacementWeights()
+    percent = MixSnapshot((RequestClass(1, ResourceAmount(percent_milli=50_000)),), (1,))
+    no_compute: GPUKey = (0, 100 * GIB, 100_000, 100 * GIB, "A100", True, False)
+    assert measure_weights(percent, weights) == PlacementWeights(vram=0.0, tflops=0.3)
+    assert node_fragmentation([no_compute, key(40)], percent, weights) == 400_000
+    both = MixSnapshot((RequestClass(1, amount(50)),), (1,))
+    assert measure_weights(both, weights) == weights
+
+
+@dataclass
+class CPUView(AllNodesPass):
+    """Every node passes; the pod asks `request` millicores and each node has `free`."""
+
+    request: int = 0
+    free: dict[str, int] = field(default_factory=dict)
+
+    def cpu_request(self) -> int:
+        return self.request
+
+    def cpu_free(self, node: str) -> int | None:
+        return self.free.get(node)
+
+
+def test_a_cpu_heavy_pod_goes_where_it_strands_no_gpu() -> None:
+    # Both nodes: one empty GPU. The mix: 4-core pods of 20%. node-a has 10 cores free,
+    # node-b 40: an 8-core pod on node-a would leave 2 cores, and its 80% free no 4-core pod
+    # could reach; on node-b nothing is stranded.
+    allocator = cluster(FGD, 1, 1)
+    history = [request(f"h{i}", percent="20") for i in range(4)]
+    for pod in history:
+        allocator.workload_mix(POOL).observe(pod, 4000)
+    view = CPUView(request=8000, free={"node-a": 10_000, "node-b": 40_000})
+    pod = request("new", percent="20")
+    index = NodeScoreIndex(allocator, ARGS.weights)
+    fast = decide_indexed(index, pod, view, ARGS, WEIGHTS, reasons=False)
+    full = decide(allocator, pod, view, sorted(allocator.nodes), ARGS, WEIGHTS)
+    assert fast.node == full.node == "node-b"
+    roomy = CPUView(request=8000, free={"node-a": 40_000, "node-b": 10_000})
+    assert decide_indexed(index, request("n2", percent="20"), roomy, ARGS, WEIGHTS,
+                          reasons=False).node == "node-a"  # fmt: skip
+
+
+def test_pods_of_one_class_decide_the_same_with_the_node_memo_as_without() -> None:
+    # The memo keeps each node's evaluation and pick per class until the node changes:
+    # a long run of repeated classes decides exactly as fresh indexes do.
+    sizes = [50, 30, 50, 30, 20, 50, 30, 20, 70, 30, 50]
+    kept, fresh = cluster(FGD, 2, 2, 1), cluster(FGD, 2, 2, 1)
+    kept_index = NodeScoreIndex(kept, ARGS.weights)
+    for i, size in enumerate(sizes):
+        pod = request(f"p{i}", (str(size), f"{size}Gi"))
+        memo = decide_indexed(kept_index, pod, AllNodesPass(), ARGS, WEIGHTS, reasons=False)
+        new = decide_indexed(NodeScoreIndex(fresh, ARGS.weights), pod, AllNodesPass(), ARGS,
+                             WEIGHTS, reasons=False)  # fmt: skip
+        assert (memo.node, memo.gpus) == (new.node, new.gpus)
+        for allocator in (kept, fresh):
+            if memo.node is not None:
+                allocator.assume(pod, memo.node, memo.gpus, 0.0)
+                allocator.commit(pod.pod_uid, 0.0)

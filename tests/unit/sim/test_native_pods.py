@@ -143,3 +143,28 @@ def test_cli_exits_2_on_a_request_unequal_to_the_limit(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["simulate", str(cluster), str(workload), "--quiet"])
     assert result.exit_code == 2
     assert "must equal the limit (2)" in result.stderr and "'uneven'" in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["FragmentationAware", "NodeCompactGPULowLoad"])
+def test_in_a_fragmentation_aware_pool_a_cpu_pod_goes_where_no_gpu_needs_the_cpu(
+    mode: str,
+) -> None:
+    # A 20-core native pod, then four whole-card pods that fill one node's GPUs, then a
+    # 40-core native pod: the default choice puts it beside the other node's free GPUs;
+    # FragmentationAware takes the CPU of the node whose GPUs are all held.
+    cluster = {**CLUSTER, "pools": [{"name": "p", "isDefault": True, "placementMode": mode}]}
+    simulation = new_simulation(
+        ClusterFile.model_validate(cluster),
+        WorkloadFile.model_validate({"workloads": [
+            native("warm", "20", duration=100),
+            whole_card("tf", arrival=1, replicas=4, duration=100),
+            native("cpu", "40", arrival=2, duration=100),
+        ]}),
+        Path("cluster.yaml"), SimulationOptions(alerts=False),
+    )  # fmt: skip
+    by_name = {p.name: p for p in simulation.run().pods}
+    gpu_nodes = {by_name[f"tf-{i}"].node for i in range(4)}
+    if mode == "FragmentationAware":
+        assert gpu_nodes == {by_name["cpu"].node}
+    else:
+        assert by_name["cpu"].node not in gpu_nodes

@@ -74,6 +74,12 @@ class NativeView(Protocol):
         """False when the native filters surely reject the pod on every node (True when
         nothing better is known)."""
 
+    def cpu_request(self) -> int:
+        """The pod's CPU request in millicores."""
+
+    def cpu_free(self, node: str) -> int | None:
+        """The node's allocatable CPU less the requests bound to it (None: unknown)."""
+
 
 @dataclass(slots=True)
 class Decision:
@@ -121,7 +127,7 @@ def decide(
 ) -> Decision:
     """Pick the node with the best combined score and its GPUs; nothing is changed."""
     ctx = RequestContext.build(allocator, request, args)
-    fragmentation.observe(ctx)
+    fragmentation.observe(ctx, native)
     return _evaluate_all(ctx, native, candidates, weights, explain=False).decision
 
 
@@ -180,7 +186,8 @@ def _evaluate_all(
         if _better(key, best):
             best, best_ev = key, ev
     if least_fragmenting:
-        decision = _chosen(fragmentation.choose(ctx, feasible, wfit, wgpu), messages, rejected)
+        choice = fragmentation.choose(ctx, feasible, wfit, wgpu, native)
+        decision = _chosen(choice, messages, rejected)
     elif best is None or best_ev is None:
         message = unschedulable_message(evaluated, rejected)
         decision = Decision(None, (), None, message, rejections=messages)
@@ -228,7 +235,7 @@ def decide_indexed(
     index.sync()
     allocator = index.allocator
     ctx = RequestContext.build(allocator, request, args)
-    fragmentation.observe(ctx)
+    fragmentation.observe(ctx, native)
     if ctx.quota_rejection is not None:
         if not reasons:
             return Decision(None, (), None, ctx.quota_rejection)

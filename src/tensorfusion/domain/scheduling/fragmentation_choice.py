@@ -16,23 +16,41 @@ VRAM asked.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Protocol, cast
 
+from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.filter_chain import NodeEvaluation, choose_gpus, evaluate_node
 from tensorfusion.domain.allocator.fragmentation import (
+    CPUChange,
     GPUKey,
+    free_units,
     gpu_key,
+    measure_weights,
+    node_fragments,
     placement_delta,
 )
 from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES
+from tensorfusion.domain.allocator.placement import PlacementWeights
 from tensorfusion.domain.allocator.request_context import RequestContext
 from tensorfusion.domain.allocator.workload_mix import MixSnapshot
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 from tensorfusion.domain.vocabulary import PlacementMode
 
-__all__ = ["Choice", "choose", "decide_fast", "feasible_indexed", "gpus_for", "observe"]
+__all__ = [
+    "CPUOnlyCost",
+    "CPURoom",
+    "Choice",
+    "choose",
+    "cpu_only_cost",
+    "decide_fast",
+    "feasible_indexed",
+    "gpus_for",
+    "observe",
+    "request_class_key",
+]
 
 _FEW = 16
 
@@ -49,16 +67,28 @@ class Choice:
     delta: int
 
 
-def observe(ctx: RequestContext) -> None:
+class CPURoom(Protocol):
+    """The pod's CPU request and the nodes' free CPU, from the native view."""
+
+    def cpu_request(self) -> int:
+        """The pod's CPU request in millicores."""
+
+    def cpu_free(self, node: str) -> int | None:
+        """The node's allocatable CPU less the requests bound to it (None: unknown node)."""
+
+
+def observe(ctx: RequestContext, room: CPURoom | None = None) -> None:
     """Record the request's arrival in its pool's mix, in FragmentationAware pools."""
     if ctx.placement_mode is PlacementMode.FRAGMENTATION_AWARE:
-        ctx.allocator.workload_mix(ctx.request.pool).observe(ctx.request)
+        cpu = room.cpu_request() if room is not None else 0
+        ctx.allocator.workload_mix(ctx.request.pool).observe(ctx.request, cpu)
 
 
 def gpus_for(
-    ctx: RequestContext, ev: NodeEvaluation, mix: MixSnapshot
+    ctx: RequestContext, ev: NodeEvaluation, mix: MixSnapshot, cpu: CPUChange | None = None
 ) -> tuple[tuple[str, ...], str, int]:
-    """(GPUs, selection, increase of expected fragmentation) for the pod on a feasible node."""
+    """(GPUs, selection, increase of expected fragmentation) for the pod on a feasible node
+    (`cpu`: the node's free CPU and the pod's request, None: CPU not considered)."""
     request = ctx.request
     count, need = request.count, request.request
     whole = request.isolation in WHOLE_CARD_MODES
@@ -69,31 +99,51 @@ def gpus_for(
         names, selection = choose_gpus(ctx, ev)
         if count == len(ev.valid) or selection == "topology":
             chosen = [position[n] for n in names]
-            return names, selection, placement_delta(keys, chosen, need, whole, mix, weights)
+            return names, selection, placement_delta(keys, chosen, need, whole, mix, weights,
+                                                      cpu)  # fmt: skip
     ranked: list[tuple[int, int, int, str]] = []
     for gpu in ev.valid:
         i = position[gpu.name]
-        single = placement_delta(keys, [i], need, whole, mix, weights)
+        single = placement_delta(keys, [i], need, whole, mix, weights, cpu)
         ranked.append((single, keys[i][0], keys[i][1], gpu.name))
     ranked.sort()  # least increase, then the fuller GPU, then the name
     names = tuple(entry[3] for entry in ranked[:count])
     if count == 1:
         return names, "fragmentation", ranked[0][0]
     chosen = [position[n] for n in names]
-    return names, "fragmentation", placement_delta(keys, chosen, need, whole, mix, weights)
+    return names, "fragmentation", placement_delta(keys, chosen, need, whole, mix, weights, cpu)
 
 
 def choose(
-    ctx: RequestContext, feasible: Sequence[tuple[NodeEvaluation, int]], wfit: int, wgpu: int
+    ctx: RequestContext,
+    feasible: Sequence[tuple[NodeEvaluation, int]],
+    wfit: int,
+    wgpu: int,
+    room: CPURoom | None = None,
+    index: NodeScoreIndex | None = None,
 ) -> Choice | None:
-    """The least-fragmenting placement among feasible (evaluation, fit) pairs, or None."""
+    """The least-fragmenting placement among feasible (evaluation, fit) pairs, or None;
+    with `room`, the pod's CPU and the nodes' free CPU count too. With `index`, each node's
+    pick is kept in its memo for later pods of the same class."""
     if not feasible:
         return None
     mix = ctx.allocator.workload_mix(ctx.request.pool).snapshot()
+    request = room.cpu_request() if room is not None else 0
     best: tuple[int, int, int, str] | None = None
     best_pick: tuple[tuple[str, ...], str] = ((), "")
+    class_key = request_class_key(ctx) if index is not None else None
     for ev, fit in feasible:
-        gpus, selection, delta = gpus_for(ctx, ev, mix)
+        free = room.cpu_free(ev.node) if room is not None else None
+        cpu = CPUChange(free, request) if free is not None else None
+        if index is not None and class_key is not None:
+            memo = index.node_memo(ev.node)
+            memo_key = ("pick", class_key, mix.serial, cpu)
+            pick = memo.get(memo_key)
+            if pick is None:
+                pick = memo[memo_key] = gpus_for(ctx, ev, mix, cpu)
+            gpus, selection, delta = cast(tuple[tuple[str, ...], str, int], pick)
+        else:
+            gpus, selection, delta = gpus_for(ctx, ev, mix, cpu)
         combined = wfit * fit + wgpu * ev.node_score
         key = (delta, -combined, -ev.node_score, ev.node)
         if best is None or key < best:
@@ -111,7 +161,20 @@ def decide_fast(
 ) -> Choice | None:
     """`decide_indexed(reasons=False)` in this mode: the least-fragmenting feasible node."""
     feasible = feasible_indexed(index, ctx, native, allowed)
-    return choose(ctx, feasible, weights.node_resources_fit, weights.gpu_resources_fit)
+    wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
+    return choose(ctx, feasible, wfit, wgpu, native, index)
+
+
+def request_class_key(ctx: RequestContext) -> AllocationRequest | None:
+    """The request without the pod's identity: pods with equal keys get the same evaluation
+    on a node whose state did not change, unless the node holds the pod's index for a pending
+    worker (None when a quota makes the evaluation depend on more than the node)."""
+    request = ctx.request
+    if ctx.quota_checked:
+        return None
+    # The index only matters on a node that holds it for a pending worker: such nodes are
+    # evaluated without the memo.
+    return replace(request, namespace="", pod_name="", pod_uid="", workload="", pod_index=None)
 
 
 def feasible_indexed(
@@ -132,17 +195,63 @@ def feasible_indexed(
         allowed = frozenset(allowed)  # membership is tested per node
     nodes = index.allocator.nodes
     feasible: list[tuple[NodeEvaluation, int]] = []
+    class_key = request_class_key(ctx)
+    pod_index = request.pod_index
     for _, names in buckets:
         for name in names:
             if (allowed is not None and name not in allowed) or not admits.admits(name):
                 continue
-            ev = evaluate_node(ctx, nodes[name])
+            node = nodes[name]
+            if class_key is None or (pod_index is not None and pod_index in node.pending_indices):
+                ev = evaluate_node(ctx, node)
+            else:
+                memo = index.node_memo(name)
+                found = memo.get(("evaluation", class_key))
+                if found is None:
+                    found = memo["evaluation", class_key] = evaluate_node(ctx, node)
+                ev = cast(NodeEvaluation, found)
             if ev.rejected_at is None:
                 feasible.append((ev, admits.fit(name)))
     return feasible
 
 
-class NativeAdmits(Protocol):
+@dataclass(frozen=True, slots=True)
+class CPUOnlyCost:
+    """What a pod without GPUs costs a node's FragmentationAware pools: the increase of their
+    expected fragmentation, then the node's free GPU units per free core left (less is
+    better: the CPU is taken where the fewest GPUs need it)."""
+
+    delta: int
+    units_per_core: int
+
+
+def cpu_only_cost(
+    allocator: Allocator, node: str, cpu: CPUChange, weights: PlacementWeights
+) -> CPUOnlyCost | None:
+    """The cost of a pod without GPUs that takes `cpu.request` of the node's free CPU (None:
+    the node has no FragmentationAware pool)."""
+    state = allocator.nodes.get(node)
+    if state is None:
+        return None
+    delta = units = 0
+    found = False
+    for pool in sorted({g.pool for g in state.gpus}):
+        if allocator.pool(pool).placement_mode is not PlacementMode.FRAGMENTATION_AWARE:
+            continue
+        found = True
+        mix = allocator.workload_mix(pool).snapshot()
+        keys = [gpu_key(g) for g in state.gpus if g.pool == pool]
+        fragments = node_fragments(keys, mix, weights)
+        delta += fragments.at(cpu.free - cpu.request) - fragments.at(cpu.free)
+        measure = measure_weights(mix, weights)
+        units += sum(free_units(k, measure) for k in keys)
+    if not found:
+        return None
+    cores_left = max(cpu.free - cpu.request, 0) // 1000 + 1
+    return CPUOnlyCost(delta, units // cores_left)
+
+
+class NativeAdmits(CPURoom, Protocol):
     """The part of the native view the collection needs."""
 
     def admits(self, node: str) -> bool:

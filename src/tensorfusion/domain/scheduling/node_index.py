@@ -34,6 +34,8 @@ from tensorfusion.domain.scheduling.free_ranks import (
 __all__ = ["NodeScoreIndex", "node_score_bound"]
 
 _SCORES = 101
+_MEMO_LIMIT = 512
+"""Entries of one node's memo table before it is emptied."""
 _CONSUMER = "node-index"
 
 
@@ -120,6 +122,7 @@ class NodeScoreIndex:
     _pools: dict[str, _PoolBuckets] = field(default_factory=dict)
     _pool_of_node: dict[str, set[str]] = field(default_factory=dict)
     _cursor: ChangeCursor | None = None
+    _memos: dict[str, dict[object, object]] = field(default_factory=dict)
 
     def sync(self) -> None:
         """Re-bucket the nodes the allocator changed since the last call."""
@@ -217,6 +220,14 @@ class NodeScoreIndex:
         buckets = self._pools.get(pool)
         return set() if buckets is None else buckets.exact
 
+    def node_memo(self, name: str) -> dict[object, object]:
+        """A memo table for results that depend only on the node's allocator state (and on
+        what the caller puts in the key): emptied when the node changes, as of `sync`."""
+        memo = self._memos.get(name)
+        if memo is None or len(memo) > _MEMO_LIMIT:
+            memo = self._memos[name] = {}
+        return memo
+
     def _buckets_for(self, pool: str) -> _PoolBuckets:
         buckets = self._pools.get(pool)
         if buckets is None:
@@ -225,6 +236,7 @@ class NodeScoreIndex:
         return buckets
 
     def _refresh(self, name: str) -> None:
+        self._memos.pop(name, None)
         node = self.allocator.nodes.get(name)
         pools = {g.pool for g in node.gpus} if node is not None else set()
         for stale in self._pool_of_node.get(name, set()) - pools:

@@ -99,6 +99,17 @@ class PodNativeView:
         """An upper bound of `fit` over every node."""
         return self.cluster.fit_bound(self.requirements)
 
+    def cpu_request(self) -> int:
+        """The pod's CPU request in millicores."""
+        return self.requirements.resources.requests.cpu_milli
+
+    def cpu_free(self, node: str) -> int | None:
+        """The node's allocatable CPU less the requests bound to it (None: unknown node)."""
+        facts = self.cluster.facts.get(node)
+        if facts is None:
+            return None
+        return facts.allocatable.cpu_milli - self.cluster.usage[node].cpu_milli
+
 
 @dataclass(slots=True)
 class _PodClass:
