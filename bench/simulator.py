@@ -243,6 +243,13 @@ def openb_report(run: InflationRun) -> str:
             "|---|---|---|---|---|---|",
             f"| {run.pods:,} | {run.seconds:.1f} | {run.decisions:,} | "
             f"{last['arrivedPercent']:.1f} % | {last['allocatedPercent']:.1f} % | {verdict} |",
+            "",
+            "What keeps it there: the fast walk opens only nodes with `count` GPUs holding the",
+            "compute percent (or TFLOPs) and VRAM asked, so the nodes whose GPUs are full are",
+            "never opened (openb's sharing tasks ask no VRAM, which alone pruned nothing), and",
+            "pods with equal native requirements share each node's filter outcome and",
+            "NodeResourcesFit score until the node changes (`PodRequirements.class_key`).",
+            "Placement quality per mode: section `placement-quality`.",
         ]
     )
 
