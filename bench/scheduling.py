@@ -135,7 +135,7 @@ class Harness:
             request=ResourceAmount(tflops_milli=shape.tflops * 1000,
                                    vram_bytes=shape.vram_gib * GIB),
         )  # fmt: skip
-        self.native.pods[uid] = self.requirements[shape]
+        self.native.add_requirements(uid, self.requirements[shape])
         allocator = self.cluster.allocator
         started = time.perf_counter()
         decision = decide_indexed(self.index, request, self.native.view(uid), self.args,
@@ -151,16 +151,15 @@ class Harness:
             self.vram_of[uid] = shape.vram_gib * GIB * shape.count
             self.allocated_vram += self.vram_of[uid]
         else:
-            del self.native.pods[uid]
+            self.native.forget_pod(uid)
         return elapsed, decision.node is not None
 
     def depart_one(self) -> None:
         """A random running pod ends."""
         uid = self.live.pop(self.rng.randrange(len(self.live)))
         self.cluster.allocator.release(uid)
-        self.native.unbind(uid)
         self.allocated_vram -= self.vram_of.pop(uid)
-        del self.native.pods[uid]
+        self.native.forget_pod(uid)
 
 
 def _settle_heap() -> None:
@@ -217,7 +216,7 @@ def run_explanations(nodes: int, runs: int) -> dict[str, float]:
         pool=POOL, namespace="default", pod_name="explained", pod_uid="explained", count=2,
         request=ResourceAmount(tflops_milli=100_000, vram_bytes=30 * GIB),
     )  # fmt: skip
-    harness.native.pods["explained"] = harness.requirements[MIX[3]]
+    harness.native.add_requirements("explained", harness.requirements[MIX[3]])
     _settle_heap()
     view = harness.native.view("explained")
     names = harness.native.node_names()

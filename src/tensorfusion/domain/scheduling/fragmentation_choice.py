@@ -102,9 +102,13 @@ def gpus_for(
             return names, selection, placement_delta(keys, chosen, need, whole, mix, weights,
                                                       cpu)  # fmt: skip
     ranked: list[tuple[int, int, int, str]] = []
+    by_state: dict[GPUKey, int] = {}  # GPUs in the same state give the same increase
     for gpu in ev.valid:
         i = position[gpu.name]
-        single = placement_delta(keys, [i], need, whole, mix, weights, cpu)
+        single = by_state.get(keys[i])
+        if single is None:
+            single = by_state[keys[i]] = placement_delta(keys, [i], need, whole, mix, weights,
+                                                         cpu)  # fmt: skip
         ranked.append((single, keys[i][0], keys[i][1], gpu.name))
     ranked.sort()  # least increase, then the fuller GPU, then the name
     names = tuple(entry[3] for entry in ranked[:count])

@@ -177,6 +177,11 @@ class NativeCluster:
     def add_pod(self, uid: str, pod: Mapping[str, Any]) -> PodRequirements:
         """Compile a pod once for all its scheduling attempts (NativeInputError if invalid)."""
         requirements = PodRequirements.from_pod(pod)
+        self.add_requirements(uid, requirements)
+        return requirements
+
+    def add_requirements(self, uid: str, requirements: PodRequirements) -> None:
+        """Register a pod compiled elsewhere (replacing what the UID had)."""
         previous = self.pods.get(uid)
         if previous is not None:
             self._leave_class(previous)
@@ -186,7 +191,6 @@ class NativeCluster:
             self._next_token += 1
             pod_class = self._classes[requirements.class_key] = _PodClass(self._next_token)
         pod_class.members += 1
-        return requirements
 
     def forget_pod(self, uid: str) -> None:
         """Unbind the pod if bound and drop its compiled form (and its class's outcomes once
