@@ -162,6 +162,10 @@ class Harness:
         self.native.forget_pod(uid)
 
 
+TARGET_PER_SECOND = {1000: 20_000, 5000: 10_000}
+"""Decisions per second the issue asks for, by cluster size."""
+
+
 def _settle_heap() -> None:
     """Move the long-lived cluster state out of the collector's sight (`gc.freeze`), as a
     long-running process should once its state is loaded: otherwise a full collection of it
@@ -287,6 +291,16 @@ def main() -> None:
             f"{fgd['per_second']:,.0f}/s, p50 {fgd['p50_ms']:.2f} ms, p99 {fgd['p99_ms']:.2f} ms, "
             f"placed {fgd['placed_share']:.0%}.",
         ]
+    verdicts = []
+    for r in rows:
+        target = TARGET_PER_SECOND.get(int(r["nodes"]))
+        if target is not None:
+            verdict = "meets" if r["per_second"] >= target else "MISSES"
+            verdicts.append(f"{r['per_second']:,.0f}/s at {r['nodes']:,} nodes {verdict} "
+                            f"{target:,}/s")  # fmt: skip
+    p99_verdict = "meets" if explanation["p99_ms"] < 20 else "MISSES"
+    verdicts.append(f"the explanation p99 {explanation['p99_ms']:.1f} ms {p99_verdict} 20 ms")
+    lines += ["", "Against the targets: " + "; ".join(verdicts) + "."]
     text = "\n".join(lines)
     print(text)
     if not options.no_write:
