@@ -10,7 +10,9 @@ least single-GPU increase. `decide`, `decide_indexed` and `explain` all choose t
 `choose`, and `decide`/`decide_indexed` record each arrival with `observe`, so the simulator
 and the extender learn and choose the same way. Every feasible node is evaluated: the score
 is not bounded by the index's buckets, which only skip nodes without `count` GPUs with the
-VRAM asked.
+VRAM and compute asked; a node's evaluation and pick are kept per request class in the
+index's node memo until the node changes. With the native view's CPU (`CPURoom`), the pod's
+CPU and the classes' CPU count too, and `cpu_only_cost` ranks nodes for pods without GPUs.
 """
 
 from __future__ import annotations
