@@ -18,7 +18,7 @@ from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 from tensorfusion.sim.fast_path_check import FastPathCheck, FastPathMismatch
-from tensorfusion.sim.native_pods import NativePlacer, gpu_cards, is_native
+from tensorfusion.sim.native_pods import NativePlacer, is_native
 from tensorfusion.sim.samples import Sample, take_sample
 from tensorfusion.sim.virtual_cluster import VirtualCluster
 from tensorfusion.sim.waiting_pods import WaitingPods
@@ -69,8 +69,7 @@ class SimPod:
     warnings: list[str] = field(default_factory=list)
     attempts: int = 0
     native: bool = False
-    cards: int = 0
-    """A native pod (no TensorFusion label) and the whole `nvidia.com/gpu` cards it asks."""
+    """A native pod (no TensorFusion label)."""
 
     @property
     def key(self) -> str:
@@ -176,7 +175,7 @@ class Simulation:
                 self.pods[index].message = decision.message
         for index in self._native_waiting:
             pod = self.pods[index]
-            pod.message = self._placer.explain(pod.uid, pod.cards)
+            pod.message = self._placer.explain(pod.uid)
 
     # ---- trace -------------------------------------------------------------------------------
 
@@ -197,7 +196,6 @@ class Simulation:
                     duration=entry.duration,
                     manifest=entry.pod,
                     native=is_native(entry.pod),
-                    cards=gpu_cards(entry.pod),
                 )
                 self.pods.append(pod)
                 self._push(pod.arrival, _Event.ARRIVAL, len(self.pods) - 1)
@@ -269,7 +267,7 @@ class Simulation:
         """Place a native pod among `nodes` (None: all) if it fits."""
         pod = self.pods[index]
         started = time.perf_counter()
-        placement = self._placer.place(pod.uid, pod.cards, nodes)
+        placement = self._placer.place(pod.uid, nodes)
         self._decision_seconds += time.perf_counter() - started
         pod.attempts += 1
         if placement is None:

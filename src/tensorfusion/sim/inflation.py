@@ -41,14 +41,10 @@ def _point(arrived: float, allocated: float) -> dict[str, float]:
 def inflation_table(curve: dict[str, Any], step: float = 10.0) -> list[tuple[float, float]]:
     """(arrived %, allocated %) at every `step` percent of arrived workload: the first point at
     or past each step, up to the last arrival."""
-    rows: list[tuple[float, float]] = []
     points = curve["points"]
-    mark = step
-    for point in points:
-        while point["arrivedPercent"] + 1e-9 >= mark:
-            rows.append((mark, point["allocatedPercent"]))
-            mark += step
-    return rows
+    last = points[-1]["arrivedPercent"] if points else 0.0
+    marks = [step * k for k in range(1, math.floor((last + 1e-9) / step) + 1)]
+    return [(mark, allocation_at(curve, mark)) for mark in marks]
 
 
 def allocation_at(curve: dict[str, Any], arrived_percent: float) -> float:

@@ -34,7 +34,6 @@ __all__ = [
     "GPU_RESOURCE",
     "NativePlacement",
     "NativePlacer",
-    "gpu_cards",
     "gpu_request_problem",
     "is_native",
 ]
@@ -89,19 +88,6 @@ def gpu_request_problem(manifest: Mapping[str, Any]) -> str | None:
     return None
 
 
-def gpu_cards(manifest: Mapping[str, Any]) -> int:
-    """The whole cards the pod asks for (its containers' `nvidia.com/gpu`, limit or request)."""
-    total = 0
-    for container in (manifest.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        for part in ("limits", "requests"):
-            values = resources.get(part) or {}
-            if GPU_RESOURCE in values:
-                total += _whole(values[GPU_RESOURCE]) or 0
-                break
-    return total
-
-
 _NO_COST: Final = CPUOnlyCost(0, 0)
 
 
@@ -123,10 +109,11 @@ class NativePlacer:
     decisions: int = 0
     _held: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def place(self, uid: str, cards: int, nodes: list[str] | None = None) -> NativePlacement | None:
+    def place(self, uid: str, nodes: list[str] | None = None) -> NativePlacement | None:
         """Choose among `nodes` (None: every node) and take the cards; None: fits nowhere."""
         self.decisions += 1
         view = self.native.view(uid)
+        cards = self.cards(uid)
         if not view.fits_somewhere():
             return None
         best: tuple[int, int, int, str] | None = None
@@ -152,9 +139,15 @@ class NativePlacer:
         self.native.unbind(uid)
         self._set_user(self._held.pop(uid, ()), TENSOR_FUSION_USER)
 
-    def explain(self, uid: str, cards: int) -> str:
+    def cards(self, uid: str) -> int:
+        """The whole `nvidia.com/gpu` cards the compiled pod requests (limits stand for
+        missing requests, init containers counted as kube-scheduler counts them)."""
+        return self.native.pods[uid].resources.requests.get(GPU_RESOURCE)
+
+    def explain(self, uid: str) -> str:
         """Why the pod fits nowhere, kube-scheduler style: `0/N nodes are available: ...`."""
         view: PodNativeView = self.native.view(uid)
+        cards = self.cards(uid)
         reasons: Counter[str] = Counter()
         names = self.native.node_names()
         for node in names:

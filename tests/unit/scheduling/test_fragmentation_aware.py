@@ -239,7 +239,7 @@ def test_a_class_whose_cpu_exceeds_the_free_cpu_finds_all_free_units_a_fragment(
 
 
 def test_node_fragments_add_each_cpu_threshold_below_the_free_cpu() -> None:
-    fragments = NodeFragments(roomy=5, thresholds=(2000, 8000), extra=(30, 10, 0))
+    fragments = NodeFragments(free=0, roomy=5, thresholds=(2000, 8000), extra=(30, 10, 0))
     assert [fragments.at(c) for c in (None, 9000, 8000, 7999, 2000, 1999, -1)] == [
         5, 5, 5, 15, 15, 35, 35,
     ]  # fmt: skip

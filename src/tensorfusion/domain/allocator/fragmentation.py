@@ -27,7 +27,6 @@ __all__ = [
     "CPUChange",
     "GPUKey",
     "after_placement",
-    "free_units",
     "gpu_key",
     "measure_weights",
     "node_fragmentation",
@@ -68,7 +67,7 @@ def after_placement(key: GPUKey, need: ResourceAmount, whole_card: bool) -> GPUK
     return (free_t, free_v, cap_t, cap_v, model, is_open, False)
 
 
-def free_units(key: GPUKey, weights: PlacementWeights) -> int:
+def _free_units(key: GPUKey, weights: PlacementWeights) -> int:
     """The GPU's free capacity in micro-GPUs (0 when it cannot take a pod at all)."""
     free_t, free_v, cap_t, cap_v, _, is_open, _ = key
     total = weights.tflops + weights.vram
@@ -115,7 +114,7 @@ def _profile(
         if len(memo) > _MEMO_LIMIT:
             memo.clear()
         takes = tuple(_takes(key, c.need, c.whole_card, c.gpu_model) for c in mix.classes)
-        found = memo[key] = (free_units(key, measure_weights(mix, weights)), takes)
+        found = memo[key] = (_free_units(key, measure_weights(mix, weights)), takes)
     return found
 
 
@@ -160,7 +159,7 @@ def node_fragments(
     extra = [0] * (len(thresholds) + 1)
     for i in range(len(thresholds) - 1, -1, -1):
         extra[i] = extra[i + 1] + stranded[thresholds[i]]
-    found = NodeFragments(roomy, thresholds, tuple(extra))
+    found = NodeFragments(free_total, roomy, thresholds, tuple(extra))
     if len(memo) > _MEMO_LIMIT:
         memo.clear()
     memo[state] = found

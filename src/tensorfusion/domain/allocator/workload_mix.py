@@ -62,8 +62,10 @@ class RequestClass:
 class NodeFragments:
     """A node's expected fragmentation for one GPU state, as a function of its free CPU:
     `roomy` when every class's CPU request fits, plus `extra[i]` when the free CPU is below
-    `thresholds[i]` (the classes' CPU requests, ascending) and so below every later one."""
+    `thresholds[i]` (the classes' CPU requests, ascending) and so below every later one.
+    `free`: the state's free capacity in the measure's units."""
 
+    free: int
     roomy: int
     thresholds: tuple[int, ...] = ()
     extra: tuple[int, ...] = (0,)

@@ -185,9 +185,9 @@ def _evaluate_all(
         key = (wfit * fit + wgpu * ev.node_score, ev.node_score, name)
         if _better(key, best):
             best, best_ev = key, ev
-    if least_fragmenting:
-        choice = fragmentation.choose(ctx, feasible, wfit, wgpu, native)
-        decision = _chosen(choice, messages, rejected)
+    choice = fragmentation.choose(ctx, feasible, wfit, wgpu, native) if least_fragmenting else None
+    if choice is not None:
+        decision = _chosen(choice, messages)
     elif best is None or best_ev is None:
         message = unschedulable_message(evaluated, rejected)
         decision = Decision(None, (), None, message, rejections=messages)
@@ -197,16 +197,8 @@ def _evaluate_all(
     return _Evaluated(decision, native_rejections, evaluations)
 
 
-def _chosen(
-    choice: fragmentation.Choice | None,
-    messages: dict[str, str],
-    rejected: Counter[str] | None = None,
-) -> Decision:
-    """The decision of a FragmentationAware choice (with the reasons when nothing fits)."""
-    if choice is None:
-        total = sum(rejected.values()) if rejected is not None else 0
-        message = None if rejected is None else unschedulable_message(total, rejected)
-        return Decision(None, (), None, message, rejections=messages)
+def _chosen(choice: fragmentation.Choice, messages: dict[str, str]) -> Decision:
+    """The decision of a FragmentationAware choice."""
     return Decision(choice.node, choice.gpus, choice.selection, None, choice.combined, messages)
 
 
@@ -250,7 +242,8 @@ def decide_indexed(
     if ctx.placement_mode is PlacementMode.FRAGMENTATION_AWARE:
         if reasons:  # the scan gives every node its reason; it evaluates all nodes anyway
             return _full_scan(allocator, request, native, allowed, args, weights)
-        return _chosen(fragmentation.decide_fast(index, ctx, native, allowed, weights), {})
+        choice = fragmentation.decide_fast(index, ctx, native, allowed, weights)
+        return Decision(None, (), None, None) if choice is None else _chosen(choice, {})
     fit_bound = native.fit_bound()
     nodes = allocator.nodes
     wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit

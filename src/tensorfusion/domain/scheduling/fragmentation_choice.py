@@ -27,9 +27,7 @@ from tensorfusion.domain.allocator.filter_chain import NodeEvaluation, choose_gp
 from tensorfusion.domain.allocator.fragmentation import (
     CPUChange,
     GPUKey,
-    free_units,
     gpu_key,
-    measure_weights,
     node_fragments,
     placement_delta,
 )
@@ -249,8 +247,7 @@ def cpu_only_cost(
         keys = [gpu_key(g) for g in state.gpus if g.pool == pool]
         fragments = node_fragments(keys, mix, weights)
         delta += fragments.at(cpu.free - cpu.request) - fragments.at(cpu.free)
-        measure = measure_weights(mix, weights)
-        units += sum(free_units(k, measure) for k in keys)
+        units += fragments.free
     if not found:
         return None
     cores_left = max(cpu.free - cpu.request, 0) // 1000 + 1
