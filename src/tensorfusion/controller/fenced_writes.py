@@ -1,17 +1,17 @@
 """Writes only the leader may make: fenced, cut off in time, retried on conflict.
 
-Every write first calls the elector's `fence()` (runtime.md, *Fencing*), which raises
-`NotLeaderError` once leadership is not known to last, and returns the seconds it is known to
-last: the request is cut off then. `patch_fresh` and `replace_fresh` build the write from the
-object as last read and send it with that object's `resourceVersion`, so a write based on an
-outdated read is refused with 409 by the API server and built again from a fresh read.
+Every write goes through `runtime.fence.fenced_call` (runtime.md, *Fencing*): the elector's
+`fence()` raises `NotLeaderError` once leadership is not known to last (nothing is sent), else
+returns the seconds it is known to last, and the request is cut off then. `patch_fresh` and
+`replace_fresh` build the write from the object as last read and send it with that object's
+`resourceVersion`, so a write based on an outdated read is refused with 409 by the API server and
+built again from a fresh read.
 
 Events go through `note()`: fenced too (a follower writes none), never raising.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -21,6 +21,7 @@ from typing import Any, Final, Literal, TypeVar
 from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.domain.desired_state.objects import Obj, metadata_of
+from tensorfusion.runtime.fence import Fence, fenced_call
 from tensorfusion.runtime.leader_election import NotLeaderError
 
 __all__ = [
@@ -34,9 +35,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-Fence = Callable[[], float]
-"""`LeaderElector.fence`: raises `NotLeaderError`, or returns the seconds leadership lasts."""
 
 CONFLICT_ATTEMPTS: Final = 5
 """Attempts of one write that keeps meeting 409 (each with a fresh read) before giving up."""
@@ -91,13 +89,10 @@ class FencedWriter:
 
     async def _fenced(self, call: Callable[[], Awaitable[T]]) -> T:
         try:
-            left = self._fence()
+            result = await fenced_call(self._fence, lambda _left: call())
         except NotLeaderError:
             self.stats.fenced += 1
             raise
-        try:
-            async with asyncio.timeout(left):
-                result = await call()
         except KubeError as error:
             if error.code == 409:
                 self.stats.conflicts += 1

@@ -3,7 +3,16 @@
 `Extender.filter`, `.prioritize` and `.bind` take the decoded requests and return the answers;
 the HTTP layer (`extender.app`) only decodes, times and encodes. The decisions are the domain's
 (`extender_verbs`, `binding`); this shell adds the pod calls, the Events and the fence: a
-replica that lost the Lease refuses `bind` before it patches anything.
+replica that lost the Lease refuses `bind` before it patches anything, and every write of a bind
+(patch, Binding, rollback, Event) goes through `fenced_call`: read the fence just before it,
+send nothing once it is closed, and cut the request off when it closes.
+
+Why a pod patched but not bound is left as it is when the fence closes before its Binding: a
+new leader counts only pods bound to a node (`recovery.is_live_worker`, at recovery and in the
+pod informer), so it never charges GPUs for that pod; its kube-scheduler places the pod again
+and its bind rewrites every bind annotation (`bind_patch`). Removing the annotations instead
+would be a write after the fence closed, one that could land on the new leader's bind of the
+same pod.
 
 The allocator is only touched between awaits, so a `filter` decision and its assumption are
 one step; a `bind` holds its pod's assumption while it patches the pod and posts the Binding.
@@ -54,6 +63,8 @@ from tensorfusion.domain.scheduling.extender_verbs import (
 from tensorfusion.domain.scheduling.native import NativeInputError
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster, PodNativeView
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.runtime.fence import Fence, fenced_call
+from tensorfusion.runtime.leader_election import NotLeaderError
 
 __all__ = [
     "FAILED_GPU_SCHEDULING",
@@ -78,15 +89,23 @@ MAX_BINDS_IN_FLIGHT: Final = 16
 
 
 class PodCalls(Protocol):
-    """The API calls of `bind` (`adapters.kube.pod_binding.LightkubePodBinding`)."""
+    """The API calls of `bind` (`adapters.kube.pod_binding.LightkubePodBinding`); `timeout_s`
+    of a write is the seconds the fence has left, a bound on that request (inf: none)."""
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
     async def patch_pod(
-        self, namespace: str, name: str, operations: Sequence[Mapping[str, Any]]
+        self,
+        namespace: str,
+        name: str,
+        operations: Sequence[Mapping[str, Any]],
+        *,
+        timeout_s: float | None = None,
     ) -> None: ...
 
-    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+    async def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, *, timeout_s: float | None = None
+    ) -> None: ...
 
 
 class PodEvents(Protocol):
@@ -130,7 +149,7 @@ class Extender:
         pods: PodCalls,
         cache: PodCache,
         events: PodEvents,
-        fence: Callable[[], float],
+        fence: Fence,
         args: GPUSchedulingArgs,
         weights: ScoreWeights,
         progressive_migration: bool = False,
@@ -252,7 +271,7 @@ class Extender:
             failure = await self._post_binding(request)
             if failure is None and kind is PodKind.NATIVE_GPU:
                 message = f"Scheduled with native GPUs on {request.node}"
-                await self._events.pod_event(pod, "Normal", SCHEDULE_WITH_NATIVE_GPU, message)
+                await self._event(pod, BindEvent("Normal", SCHEDULE_WITH_NATIVE_GPU, message))
             return ExtenderBindingResult.error(failure) if failure else ExtenderBindingResult()
         return await self._bind_worker(allocator, request, pod)
 
@@ -287,17 +306,22 @@ class Extender:
             problem = await self._patch_with_retries(request, plan.patch)
             if problem is not None:
                 allocator.release(uid)
-                await self._events.pod_event(pod, "Warning", GPU_DEVICE_ALLOCATED_FAILED, problem)
+                await self._event(pod, BindEvent("Warning", GPU_DEVICE_ALLOCATED_FAILED, problem))
                 return ExtenderBindingResult.error(problem)
             allocator.commit(uid, self._clock())
             for event in plan.events:
-                await self._record(pod, event)
+                await self._event(pod, event)
         failure = await self._post_binding(request)
+        if failure == NOT_LEADER:
+            # The fence closed after the patch: no Binding was sent, the patch stays (module
+            # docstring) and this replica's record goes.
+            allocator.release(uid)
+            return ExtenderBindingResult.error(NOT_LEADER)
         if failure is not None and not await self._bound_anyway(request):
             allocator.release(uid)
             await self._remove_annotations(request)
             return ExtenderBindingResult.error(failure)
-        await self._record(pod, allocated_event(plan.record))
+        await self._event(pod, allocated_event(plan.record))
         return ExtenderBindingResult()
 
     async def _patch_with_retries(
@@ -306,11 +330,12 @@ class Extender:
         """None once patched; else why not (after 3 attempts, 1 s then 2 s apart, ±10%)."""
         last = ""
         for attempt in range(1, PATCH_ATTEMPTS + 1):
-            refused = self._not_leader()
-            if refused is not None:
-                return NOT_LEADER
             try:
-                await self._pods.patch_pod(request.pod_namespace, request.pod_name, operations)
+                await self._patch(request, operations)
+            except NotLeaderError as error:
+                _log.warning("pod %s/%s: GPU annotations not written: %s",
+                             request.pod_namespace, request.pod_name, error)  # fmt: skip
+                return NOT_LEADER
             except Exception as error:
                 last = str(error)
                 _log.warning("pod %s/%s: GPU annotations not written (attempt %d): %s",
@@ -322,13 +347,23 @@ class Extender:
             return None
         return f"cannot write the GPU annotations of the pod: {last}"
 
+    async def _patch(
+        self, request: ExtenderBindingArgs, operations: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """The pod's JSON patch under the fence (NotLeaderError: not sent)."""
+        await fenced_call(self._fence, lambda left: self._pods.patch_pod(
+            request.pod_namespace, request.pod_name, operations, timeout_s=left))  # fmt: skip
+
     async def _post_binding(self, request: ExtenderBindingArgs) -> str | None:
-        refused = self._not_leader()
-        if refused is not None:
-            return NOT_LEADER
+        """None once bound; NOT_LEADER when the fence closed first (nothing sent); else why not."""
         try:
-            await self._pods.bind_pod(request.pod_namespace, request.pod_name, request.pod_uid,
-                                      request.node)  # fmt: skip
+            await fenced_call(self._fence, lambda left: self._pods.bind_pod(
+                request.pod_namespace, request.pod_name, request.pod_uid, request.node,
+                timeout_s=left))  # fmt: skip
+        except NotLeaderError as error:
+            _log.warning("binding of pod %s/%s to %s not posted: %s", request.pod_namespace,
+                         request.pod_name, request.node, error)  # fmt: skip
+            return NOT_LEADER
         except Exception as error:
             _log.warning("binding of pod %s/%s to %s failed: %s", request.pod_namespace,
                          request.pod_name, request.node, error)  # fmt: skip
@@ -344,19 +379,27 @@ class Extender:
         return pod is not None and (pod.get("spec") or {}).get("nodeName") == request.node
 
     async def _remove_annotations(self, request: ExtenderBindingArgs) -> None:
-        """Best effort: take back `gpu-ids` and the other bind annotations."""
+        """Best effort, while the fence is open: take back `gpu-ids` and the other bind
+        annotations (once it is closed they stay: module docstring)."""
         try:
             pod = await self._pods.get_pod(request.pod_namespace, request.pod_name)
             operations = rollback_patch(pod, self._keys) if pod is not None else ()
             if operations and _uid(pod or {}) == request.pod_uid:
-                await self._pods.patch_pod(request.pod_namespace, request.pod_name, operations)
+                await self._patch(request, operations)
         except Exception as error:
             _log.warning("pod %s/%s: GPU annotations not removed after a failed binding: %s",
                          request.pod_namespace, request.pod_name, error)  # fmt: skip
 
-    async def _record(self, pod: Mapping[str, Any], event: BindEvent) -> None:
+    async def _event(self, pod: Mapping[str, Any], event: BindEvent) -> None:
+        """An Event of the bind, while the fence is open (cut off when it closes)."""
         type_: Literal["Normal", "Warning"] = "Warning" if event.type == "Warning" else "Normal"
-        await self._events.pod_event(pod, type_, event.reason, event.message)
+        try:
+            await fenced_call(self._fence, lambda _left: self._events.pod_event(
+                pod, type_, event.reason, event.message))  # fmt: skip
+        except (NotLeaderError, TimeoutError) as error:
+            name = (pod.get("metadata") or {}).get("name")
+            why = error or "the fence closed"
+            _log.info("event %s on pod %s not recorded: %s", event.reason, name, why)
 
     # ---- assumptions ------------------------------------------------------------------------
 

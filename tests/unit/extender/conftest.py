@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,6 +52,10 @@ class FakePods:
     bound_anyway: bool = False
     allocator: Allocator | None = None
     states_at_bind: list[RecordState] = field(default_factory=list)
+    timeouts: list[tuple[str, float | None]] = field(default_factory=list)
+    """The `timeout_s` each write was given, as (call, seconds)."""
+    after_write: Callable[[str], None] | None = None
+    """Runs after each write the fake applied, with the call's name (`patch`, `bind`)."""
 
     def add(self, pod: dict[str, Any]) -> None:
         self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
@@ -61,9 +65,11 @@ class FakePods:
         return self.pods.get((namespace, name))
 
     async def patch_pod(
-        self, namespace: str, name: str, operations: Sequence[Mapping[str, Any]]
-    ) -> None:
+        self, namespace: str, name: str, operations: Sequence[Mapping[str, Any]], *,
+        timeout_s: float | None = None,
+    ) -> None:  # fmt: skip
         self.calls.append("patch")
+        self.timeouts.append(("patch", timeout_s))
         if self.patch_failures:
             self.patch_failures -= 1
             raise RuntimeError("500: etcd is unhappy")
@@ -74,9 +80,14 @@ class FakePods:
                 annotations.pop(key, None)
             else:
                 annotations[key] = op["value"]
+        if self.after_write is not None:
+            self.after_write("patch")
 
-    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, *, timeout_s: float | None = None
+    ) -> None:
         self.calls.append("bind")
+        self.timeouts.append(("bind", timeout_s))
         if self.allocator is not None and uid in self.allocator.records:
             self.states_at_bind.append(self.allocator.records[uid].state)
         if self.bind_error is not None:
@@ -84,6 +95,8 @@ class FakePods:
                 self.pods[(namespace, name)].setdefault("spec", {})["nodeName"] = node
             raise self.bind_error
         self.pods[(namespace, name)].setdefault("spec", {})["nodeName"] = node
+        if self.after_write is not None:
+            self.after_write("bind")
 
 
 @dataclass
@@ -114,12 +127,17 @@ class Harness:
 
 @pytest.fixture
 def h() -> Harness:
+    return make_harness()
+
+
+def make_harness(fence: Callable[[], float] | None = None) -> Harness:
+    """The extender on two one-GPU nodes; `fence` defaults to 10 s left while `leading[0]`."""
     allocator = allocator_with(gpu("a1", "node-a"), gpu("b1", "node-b"))
     native = NativeCluster.from_nodes(NativePlugins(SETTINGS.node_resources_fit),
                                       {name: node(name) for name in NODES})  # fmt: skip
     pods, events, leading, slept = FakePods(allocator=allocator), FakeEvents(), [True], []
 
-    def fence() -> float:
+    def leading_fence() -> float:
         if not leading[0]:
             raise NotLeaderError("lost the Lease")
         return 10.0
@@ -129,8 +147,8 @@ def h() -> Harness:
 
     extender = Extender(
         allocator=lambda: allocator, native=native, pods=pods, cache=NoCache(), events=events,
-        fence=fence, args=gpu_scheduling_args(SETTINGS), weights=SETTINGS.score_weights,
-        clock=lambda: 100.0, sleep=sleep,
+        fence=fence or leading_fence, args=gpu_scheduling_args(SETTINGS),
+        weights=SETTINGS.score_weights, clock=lambda: 100.0, sleep=sleep,
     )  # fmt: skip
     return Harness(allocator, pods, events, extender, leading, slept)
 

@@ -2,9 +2,10 @@
 
 `plan_bind` runs step 4 under the allocator lock: it keeps a committed record, re-validates
 the pod's assumption on the node, or evaluates the node alone and assumes; it returns the pod
-patch of step 5 (`gpu-ids`, `index`, `effective-hard-sm-percent`, `container-gpus`). The
-shell then patches the pod, calls `Allocator.commit`, posts the Binding, and on failure
-releases the record and applies `rollback_patch`.
+patch of step 5 (`gpu-ids`, `index`, `effective-hard-sm-percent`, `container-gpus`; a bind key
+left by an earlier bind whose Binding was never posted is removed). The shell then patches the
+pod, calls `Allocator.commit`, posts the Binding, and on failure releases the record and applies
+`rollback_patch`.
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ def bind_patch(
     split, event = container_gpus(record.request, record.gpus)
     if split is not None:
         values[keys.container_gpus] = json.dumps(split, separators=(",", ":"))
-    return _annotation_patch(pod, values), (() if event is None else (event,))
+    return _annotation_patch(pod, values, _bind_keys(keys)), (() if event is None else (event,))
 
 
 def rollback_patch(pod: Mapping[str, Any], keys: Keys = KEYS) -> tuple[dict[str, Any], ...]:
@@ -209,9 +210,13 @@ def rollback_patch(pod: Mapping[str, Any], keys: Keys = KEYS) -> tuple[dict[str,
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     return tuple(
         {"op": "remove", "path": pointer("metadata", "annotations", key)}
-        for key in (keys.gpu_ids, keys.index, keys.effective_hard_sm_percent, keys.container_gpus)
+        for key in _bind_keys(keys)
         if key in annotations
     )
+
+
+def _bind_keys(keys: Keys) -> tuple[str, ...]:
+    return (keys.gpu_ids, keys.index, keys.effective_hard_sm_percent, keys.container_gpus)
 
 
 def allocated_event(record: AllocationRecord) -> BindEvent:
@@ -224,12 +229,19 @@ def allocated_event(record: AllocationRecord) -> BindEvent:
 
 
 def _annotation_patch(
-    pod: Mapping[str, Any], values: Mapping[str, str]
+    pod: Mapping[str, Any], values: Mapping[str, str], bind_keys: tuple[str, ...]
 ) -> tuple[dict[str, Any], ...]:
-    metadata = pod.get("metadata") or {}
-    if metadata.get("annotations") is None:
+    """Sets `values`, and removes the bind keys the pod carries that `values` does not set (left
+    by an earlier bind that posted no Binding), so the pod ends with exactly this bind's."""
+    annotations = (pod.get("metadata") or {}).get("annotations")
+    if annotations is None:
         return ({"op": "add", "path": "/metadata/annotations", "value": dict(values)},)
-    return tuple(
+    stale = tuple(
+        {"op": "remove", "path": pointer("metadata", "annotations", key)}
+        for key in bind_keys
+        if key in annotations and key not in values
+    )
+    return stale + tuple(
         {"op": "add", "path": pointer("metadata", "annotations", key), "value": value}
         for key, value in values.items()
     )
