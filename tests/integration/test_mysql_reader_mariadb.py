@@ -96,4 +96,4 @@ async def test_a_database_name_with_quotes_reaches_the_schema_check(mariadb: Mar
         # The table was found through the quoted name: its time column has the wrong type.
         assert "tf_gpu_usage: time index must be ts (a timestamp), found double" in problems
     finally:
-        await store.reader.close()
+        await store.close()

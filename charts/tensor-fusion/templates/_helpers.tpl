@@ -63,6 +63,28 @@ true
 {{- if .Values.greptime.existingSecret -}}{{ .Values.greptime.existingSecretKey | default "password" }}{{- else -}}password{{- end -}}
 {{- end -}}
 
+{{/* The Secret holding the password of the read-only rule user (docs/rule-sandbox.md), and its key. */}}
+{{- define "tf.greptimeRuleSecretName" -}}
+{{- default (printf "%s-greptimedb-rule-reader" (include "tf.fullname" .)) .Values.greptime.ruleReader.existingSecret -}}
+{{- end -}}
+
+{{- define "tf.greptimeRuleSecretKey" -}}
+{{- if .Values.greptime.ruleReader.existingSecret -}}{{ .Values.greptime.ruleReader.existingSecretKey | default "password" }}{{- else -}}password{{- end -}}
+{{- end -}}
+
+{{/* The controller's rule user (TSDB_RULE_*), only when greptime.ruleReader.user is set. */}}
+{{- define "tf.tsdbRuleEnv" -}}
+{{- if and .Values.greptime.host .Values.greptime.ruleReader.user -}}
+- name: TSDB_RULE_USER
+  value: {{ .Values.greptime.ruleReader.user | quote }}
+- name: TSDB_RULE_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "tf.greptimeRuleSecretName" . }}
+      key: {{ include "tf.greptimeRuleSecretKey" . }}
+{{- end }}
+{{- end -}}
+
 {{/* The TSDB_* env of the controller and the Console agent (deployment.md §3.1, §3.3). */}}
 {{- define "tf.tsdbEnv" -}}
 - name: TSDB_MYSQL_HOST

@@ -61,7 +61,8 @@ def new_term_id() -> str:
 
 def greptime_settings(tsdb: TsdbEnvironment, *, ttl: str = DEFAULT_TTL) -> GreptimeSettings:
     """GreptimeDB settings from `TSDB_*` (self-hosted: HTTP on `TSDB_HTTP_PORT`; cloud: HTTPS
-    with `token user:password`, TLS reads)."""
+    with `token user:password`, TLS reads; rule queries as `TSDB_RULE_USER` when it and
+    `TSDB_RULE_PASSWORD` are set)."""
     return GreptimeSettings(
         host=tsdb.mysql_host,
         port=tsdb.mysql_port,
@@ -70,6 +71,8 @@ def greptime_settings(tsdb: TsdbEnvironment, *, ttl: str = DEFAULT_TTL) -> Grept
         is_cloud=tsdb.is_cloud,
         user=tsdb.user,
         password=tsdb.password,
+        rule_user=tsdb.rule_user,
+        rule_password=tsdb.rule_password,
         ttl=ttl,
     )
 

@@ -5,6 +5,10 @@ clock); `EmbeddedMetricsStore` is the async `MetricsStore` over it, running each
 worker thread so the event loop never blocks. Writes share one connection under a lock; every
 read query gets a cursor of its own in a read-only transaction, so a timed-out query is
 interrupted alone and can neither write nor disturb an insert.
+
+The database is a sandbox for rule SQL (docs/rule-sandbox.md): no file or network access
+outside its own file, no extension installed or loaded on demand, and its configuration locked
+once the store has set it up.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -32,12 +35,13 @@ from tensorfusion.adapters.tsdb.store import (
     StoreUnavailableError,
 )
 from tensorfusion.domain.alerting.conditions import Dialect
+from tensorfusion.domain.alerting.read_query import ReadQueryError, check_read_query
 from tensorfusion.domain.metrics.line_protocol import parse_lines
 from tensorfusion.domain.metrics.retention import EMBEDDED_MAX_RETENTION_MS, parse_ttl
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.metrics.schema import TABLES, ColumnType, duckdb_create_table
 
-__all__ = ["DuckDBMetricsStore", "EmbeddedMetricsStore", "ReadCursor"]
+__all__ = ["SANDBOX_CONFIG", "DuckDBMetricsStore", "EmbeddedMetricsStore", "ReadCursor"]
 
 _log = logging.getLogger(__name__)
 _TYPE_OF: Final[dict[type, ColumnType]] = {
@@ -48,6 +52,15 @@ _TYPE_OF: Final[dict[type, ColumnType]] = {
 }
 _INTERRUPT_AGAIN_S: Final = 0.05
 _DRAIN_TIMEOUT_S: Final = 5.0
+# Set when the database opens: no file or network access (read_text, read_csv, glob, COPY,
+# ATTACH, http:// paths), no extension installed or loaded on demand. The database's own file,
+# its WAL and its spill files stay usable. `lock_configuration` follows once the store has set
+# the time zone, so no statement can undo any of this.
+SANDBOX_CONFIG: Final[dict[str, str | bool | int]] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+}
 _IDENTIFIER_OK: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -55,6 +68,12 @@ def _quote_identifier(name: str) -> str:
     if name and all(char in _IDENTIFIER_OK for char in name) and not name[0].isdigit():
         return name
     return '"' + name.replace('"', '""') + '"'
+
+
+def _json_row(row: MetricRow, columns: Sequence[str]) -> dict[str, Any]:
+    """Every column of the table (absent: null, as `from_json_strict` wants every key)."""
+    values: dict[str, Any] = {**row.tags, **row.fields}
+    return {name: values.get(name) for name in columns} | {"__ts": row.ts_ms}
 
 
 class ReadCursor:
@@ -65,7 +84,8 @@ class ReadCursor:
         self._interrupted = threading.Event()
 
     def query(self, sql: str) -> QueryResult:
-        """Run exactly one SELECT statement in a read-only transaction."""
+        """Run exactly one SELECT statement in a read-only transaction: DuckDB's parser and
+        the rule lexer (`check_read_query`) must both find one SELECT."""
         cursor = self._cursor
         try:
             statements = cursor.extract_statements(sql)
@@ -78,7 +98,10 @@ class ReadCursor:
                 f"got {len(statements)} ({kinds})"
             )
         try:
-            cursor.execute("SET TimeZone = 'UTC'")  # a session setting: per cursor
+            check_read_query(sql)
+        except ReadQueryError as error:
+            raise StoreQueryError(f"embedded store: the query {error}") from None
+        try:
             cursor.execute("BEGIN TRANSACTION READ ONLY")
             try:
                 if self._interrupted.is_set():
@@ -124,15 +147,21 @@ class DuckDBMetricsStore:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._connection = duckdb.connect(self.path)
-        self._connection.execute("SET TimeZone = 'UTC'")
+        config: dict[str, str | bool | int | float | list[str]] = {**SANDBOX_CONFIG}
         if threads is not None:
-            self._connection.execute(f"SET threads = {int(threads)}")
+            config["threads"] = int(threads)
+        self._connection = duckdb.connect(self.path, config=config)
+        try:
+            # GLOBAL: every read cursor (a connection of its own) starts in UTC too.
+            self._connection.execute("SET GLOBAL TimeZone = 'UTC'")
+            self._connection.execute("SET GLOBAL lock_configuration = true")
+        except duckdb.Error:
+            self._connection.close()
+            raise
         self._cursor_lock = threading.Lock()
         self._cursor_source = self._connection.cursor()
         self._columns: dict[str, dict[str, ColumnType]] = {}
         self._time_columns: dict[str, str] = {}
-        self._spool = Path(tempfile.gettempdir())
         self.rows_dropped = Counter(
             "tf_metrics_rows_dropped",
             "Rows not stored, by table and reason (insert_failed)",
@@ -222,31 +251,22 @@ class DuckDBMetricsStore:
         return inserted
 
     def _insert_table(self, table: str, rows: list[MetricRow]) -> int:
+        """Insert through one JSON parameter read by `from_json_strict` (no file: the
+        database has no file access)."""
         try:
             known = self._ensure_columns(table, rows)
             time_column = self._time_columns.get(table, "ts")
             columns = [name for name in known if name != time_column]
-            spec = ", ".join(
-                f"'{name.replace(chr(39), chr(39) * 2)}': '{known[name].duckdb}'"
-                for name in columns
+            structure = {name: known[name].duckdb for name in columns} | {"__ts": "BIGINT"}
+            payload = [_json_row(row, columns) for row in rows]
+            select = ", ".join(_quote_identifier(name) for name in columns)
+            self._connection.execute(
+                f"INSERT INTO {_quote_identifier(table)} ({select}, {time_column}) "
+                f"SELECT {select}, epoch_ms(__ts) FROM "
+                f"(SELECT unnest(from_json_strict(?::JSON, ?), recursive := true))",
+                [orjson.dumps(payload).decode(), orjson.dumps([structure]).decode()],
             )
-            spec += ", '__ts': 'BIGINT'"
-            payload = orjson.dumps([{**row.tags, **row.fields, "__ts": row.ts_ms} for row in rows])
-            descriptor, spool = tempfile.mkstemp(
-                prefix="tf-ingest-", suffix=".json", dir=self._spool
-            )
-            try:
-                with os.fdopen(descriptor, "wb") as handle:
-                    handle.write(payload)
-                select = ", ".join(_quote_identifier(name) for name in columns)
-                self._connection.execute(
-                    f"INSERT INTO {_quote_identifier(table)} ({select}, {time_column}) "
-                    f"SELECT {select}, epoch_ms(__ts) FROM read_json('{spool}', "
-                    f"format = 'array', columns = {{{spec}}})"
-                )
-            finally:
-                os.unlink(spool)
-        except (duckdb.Error, OSError, TypeError) as error:
+        except (duckdb.Error, TypeError) as error:
             raise StoreQueryError(f"embedded store: insert into {table} failed: {error}") from None
         return len(rows)
 

@@ -1,5 +1,10 @@
 """The GreptimeDB `MetricsStore`: line-protocol writes over HTTP, MySQL-protocol reads,
-table creation, schema check and TTL (metrics.md §6-§8, §10)."""
+table creation, schema check and TTL (metrics.md §6-§8, §10).
+
+Rule queries run on a connection pool of their own, logged in as the optional rule user
+(read-only credentials, docs/rule-sandbox.md); the DDL and the schema check run on a second
+pool with the writer's credentials.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Final
 from urllib.parse import urlencode
 
@@ -33,6 +38,7 @@ _log = logging.getLogger(__name__)
 _DDL_TIMEOUT_S: Final = 30.0
 _SCHEMA_EVERY_S: Final = 600.0
 _SCHEMA_RETRY_S: Final = 5.0
+_SCHEMA_CONNECTIONS: Final = 2
 
 
 def _report_end(task: asyncio.Task[None]) -> None:
@@ -61,9 +67,13 @@ class GreptimeSettings:
     db: str = "public"
     is_cloud: bool = False
     user: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
     ttl: str = "30d"
     write_base_url: str | None = None  # override (tests); otherwise derived from host
+    rule_user: str = ""
+    """The user of rule queries (`greptime.ruleReader.user`); with `rule_password`, else the
+    writer's credentials."""
+    rule_password: str = field(default="", repr=False)
 
     def write_url(self) -> str:
         """The line-protocol write URL with `db` and `precision=ms`."""
@@ -95,9 +105,26 @@ class GreptimeSettings:
             tls=self.is_cloud,
         )
 
+    def rule_reader(self) -> ReaderSettings:
+        """MySQL settings of rule queries: the rule user and password when both are given,
+        else those of `reader()`; TLS in cloud mode either way."""
+        settings = self.reader()
+        if self.rule_user and self.rule_password:
+            return replace(settings, user=self.rule_user, password=self.rule_password)
+        return settings
+
+    @property
+    def separate_rule_user(self) -> bool:
+        """Whether rule queries log in as a user of their own."""
+        return bool(self.rule_user and self.rule_password)
+
 
 class GreptimeStore:
-    """GreptimeDB behind the `MetricsStore` interface."""
+    """GreptimeDB behind the `MetricsStore` interface.
+
+    `reader` runs rule queries only; `schema_reader` runs the DDL and the schema check. A
+    test that injects only `reader` gets it for both.
+    """
 
     kind: Final = "greptimedb"
     dialect: Final = Dialect.GREPTIME
@@ -108,11 +135,17 @@ class GreptimeStore:
         *,
         registry: CollectorRegistry | None = None,
         reader: MySQLReader | None = None,
+        schema_reader: MySQLReader | None = None,
     ) -> None:
         parse_ttl(settings.ttl)
         self.settings = settings
         self._ttl = settings.ttl
-        self.reader = reader or MySQLReader(settings.reader())
+        self.reader = reader or MySQLReader(settings.rule_reader())
+        self.schema_reader = (
+            schema_reader
+            or reader
+            or MySQLReader(replace(settings.reader(), max_connections=_SCHEMA_CONNECTIONS))
+        )
         self.writer = LineProtocolWriter(
             WriteEndpoint(settings.write_url(), settings.authorization()),
             metrics=WriterMetrics(registry),
@@ -152,17 +185,20 @@ class GreptimeStore:
             self._schema_task = None
         await self.writer.close(flush_timeout_s=5.0)
         await self.reader.close()
+        if self.schema_reader is not self.reader:
+            await self.schema_reader.close()
 
     async def query(self, sql: str, timeout_s: float) -> QueryResult:
-        """Run a read query: exactly one SELECT statement (see also the read-only user)."""
+        """Run a rule query on the rule pool: exactly one SELECT statement (see also the
+        read-only rule user)."""
         try:
             check_read_query(sql)
         except ReadQueryError as error:
             raise StoreQueryError(f"{self.reader.target}: the query {error}") from None
         try:
-            fresh = await self.reader.connect()
-            if fresh:
-                await self._prepare_schema()
+            with contextlib.suppress(StoreError):  # the schema loop retries; reads go on
+                if await self.schema_reader.connect():
+                    await self._prepare_schema()
             result = await self.reader.query(sql, timeout_s)
         except StoreError:
             self._up.labels("read").set(0)
@@ -181,7 +217,7 @@ class GreptimeStore:
         self._ttl = ttl
         for schema in TABLES:
             try:
-                await self.reader.execute(
+                await self.schema_reader.execute(
                     f"ALTER TABLE {schema.name} SET 'ttl' = '{ttl}'", _DDL_TIMEOUT_S
                 )
             except StoreError as error:
@@ -199,14 +235,16 @@ class GreptimeStore:
     async def _create_one(self, name: str) -> None:
         schema = next(s for s in TABLES if s.name == name)
         try:
-            await self.reader.execute(greptime_create_table(schema, self._ttl), _DDL_TIMEOUT_S)
+            await self.schema_reader.execute(
+                greptime_create_table(schema, self._ttl), _DDL_TIMEOUT_S
+            )
         except StoreError as error:
             _log.error("creating table %s failed: %s", name, error)
 
     async def check_schema(self) -> list[str]:
         """Compare `information_schema.columns` with the spec; returns mismatch messages."""
         names = ", ".join(f"'{schema.name}'" for schema in TABLES)
-        result = await self.reader.query(
+        result = await self.schema_reader.query(
             "SELECT table_name, column_name, data_type FROM information_schema.columns "
             f"WHERE table_schema = {sql_string(self.settings.db)} AND table_name IN ({names})",
             _DDL_TIMEOUT_S,
@@ -232,7 +270,7 @@ class GreptimeStore:
                 have = columns.get(column)
                 if have is None:
                     try:
-                        await self.reader.execute(
+                        await self.schema_reader.execute(
                             f"ALTER TABLE {schema.name} ADD COLUMN {column} {wanted.upper()}"
                         )
                     except StoreError as error:
@@ -264,7 +302,7 @@ class GreptimeStore:
         (an unexpected one is also logged with its traceback and counted)."""
         while True:
             try:
-                await self.reader.connect()
+                await self.schema_reader.connect()
                 await self._prepare_schema()
                 await self.apply_ttl(self._ttl)
             except StoreError:
@@ -287,10 +325,13 @@ class GreptimeStore:
             self.reader.target,
             read_up=self.reader.up,
             write_up=self.writer.up,
-            last_error=self.reader.last_error or self.writer.last_error,
+            last_error=self.reader.last_error
+            or self.schema_reader.last_error
+            or self.writer.last_error,
             detail={
                 "schemaProblems": list(self._schema_errors),
                 "schemaLoopErrors": self.schema_loop_errors,
                 "schemaLoopLastError": self._schema_loop_error,
+                "ruleUser": self.settings.separate_rule_user,
             },
         )

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
@@ -33,13 +33,14 @@ _IDLE_PING_S: Final = 30.0
 
 @dataclass(frozen=True, slots=True)
 class ReaderSettings:
-    """Connection settings; credentials are sent only when both user and password are set."""
+    """Connection settings; credentials are sent only when both user and password are set
+    (the password never appears in a repr)."""
 
     host: str
     port: int = 4002
     database: str = "public"
     user: str = "root"
-    password: str = ""
+    password: str = field(default="", repr=False)
     tls: bool = False
     connect_timeout_s: float = 5.0
     max_connections: int = 4

@@ -7,7 +7,7 @@ one `EnvironmentError_` naming the variable, the value and what is allowed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from tensorfusion.domain.settings.environment_values import (
@@ -37,7 +37,11 @@ class TsdbEnvironment:
     database: str = "public"
     is_cloud: bool = False
     user: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
+    rule_user: str = ""
+    """`TSDB_RULE_USER`: the user alert rule queries log in as (read-only), with
+    `TSDB_RULE_PASSWORD`; either empty: rule queries use `TSDB_MYSQL_USER`'s credentials."""
+    rule_password: str = field(default="", repr=False)
     password_secret: str = ""
     """`TSDB_PASSWORD_SECRET_NAME`: the Secret of the cloud password, which hypervisor pods
     reference (default `<TF_RELEASE_FULLNAME>-greptimedb-secret`, the chart's)."""
@@ -102,6 +106,8 @@ class ControllerEnvironment:
             is_cloud=env_bool(env, "TSDB_IS_CLOUD", False),
             user=env.get("TSDB_MYSQL_USER", ""),
             password=env.get("TSDB_MYSQL_PASSWORD", ""),
+            rule_user=env.get("TSDB_RULE_USER", "").strip(),
+            rule_password=env.get("TSDB_RULE_PASSWORD", ""),
             password_secret=env.get("TSDB_PASSWORD_SECRET_NAME", "").strip(),
             password_secret_key=env.get("TSDB_PASSWORD_SECRET_KEY", "").strip() or "password",
         )
