@@ -248,6 +248,10 @@ def test_metrics_password_in_values() -> None:
     passes(given)
     assert "--set" in given.found
     passes(check("metrics.password-in-values", OVERLAY))
+    rule_in_file = _text("greptime:\n  ruleReader:\n    password: hunter2\n", "rules.yaml")
+    rule_warned = check("metrics.password-in-values", OVERLAY, "greptime-cloud.yaml", rule_in_file)
+    assert rule_warned.status is Status.WARN
+    assert "greptime.ruleReader.password is set in rules.yaml" in rule_warned.found
 
 
 def test_metrics_standalone_in_production() -> None:

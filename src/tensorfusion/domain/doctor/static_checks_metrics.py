@@ -109,16 +109,25 @@ def cloud_auth(chart: ChartValues) -> CheckResult:
     return result("metrics.cloud-auth", Status.PASS, found)
 
 
+_PASSWORD_KEYS: Final = ("greptime.password", "greptime.ruleReader.password")
+
+
 def password_in_values(chart: ChartValues) -> CheckResult:
-    """`metrics.password-in-values`: the password given with `--set`, not in a values file."""
-    if not truthy(chart.get("greptime.password")):
+    """`metrics.password-in-values`: GreptimeDB passwords (the writer's and the rule reader's)
+    given with `--set`, not in a values file."""
+    given = [key for key in _PASSWORD_KEYS if truthy(chart.get(key))]
+    if not given:
         return result("metrics.password-in-values", Status.PASS, "no greptime.password in values")
-    source = chart.sources.get("greptime.password", "")
-    if source.startswith("--set"):
-        found = f"greptime.password comes from {source}, not from a values file"
+    in_files: list[str] = []
+    for key in given:
+        source = chart.sources.get(key, "")
+        if not source.startswith("--set"):
+            where = "the chart's values.yaml" if source == "chart" else (source or "a values file")
+            in_files.append(f"{key} is set in {where}")
+    if not in_files:
+        found = f"{' and '.join(given)} come from --set, not from a values file"
         return result("metrics.password-in-values", Status.PASS, found)
-    where = "the chart's values.yaml" if source == "chart" else (source or "a values file")
-    found = f"greptime.password is set in {where}: the password sits in a file (and in its history)"
+    found = f"{'; '.join(in_files)}: the password sits in a file (and in its history)"
     return result("metrics.password-in-values", Status.WARN, found, SECRET_FIX)
 
 
