@@ -221,6 +221,10 @@ DENIALS: tuple[Denial, ...] = (
     Denial("owner vanished", {"enabled-replicas": "1"},
            f'ReplicaSet "gone-rs" not found (controller owner of the pod, needed by '
            f"{P}enabled-replicas)", code=409, owner="gone"),
+    # Issue 22 finding 7: a pod may not bring the allocation annotations the scheduler writes.
+    Denial("own allocation annotations", {"gpu-ids": "gpu-0"},
+           bad("gpu-ids", "gpu-0", "written only by the TensorFusion scheduler when it binds "
+               "the pod; a new pod may not set it"), code=403),
 )  # fmt: skip
 
 QUOTA_DENIALS: tuple[Denial, ...] = (

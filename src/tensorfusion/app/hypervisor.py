@@ -4,7 +4,8 @@ It reads its pod's environment (`HypervisorEnvironment`), picks the GPU provider
 file of `TF_SIMULATED_GPUS`, else NVML), and runs under one Supervisor: the discovery and
 heartbeat loops (`NodeAgent`), a cache of the pods bound to its node (the worker pods whose
 index resources it allocates), the kubelet device plugins of the 16 index resources (unless
-`TF_KUBELET_DEVICE_PLUGIN=false`), the metrics loop (usage and log rows for
+`TF_KUBELET_DEVICE_PLUGIN=false`; they give a worker's GPUs only for an allocation the leader
+committed, `WorkerDevices`), the metrics loop (usage and log rows for
 `TF_METRICS_WRITE_URL`, when set), the device-plugin coexistence loop (with
 `DETECT_IN_USED_GPUS=true`) and HTTP on `HYPERVISOR_PORT`. Exit 0 on SIGTERM or SIGINT,
 2 on a bad flag, variable or provider file.
@@ -31,17 +32,12 @@ from tensorfusion.adapters.devices.simulated_file import SimulatedFileProvider
 from tensorfusion.adapters.kube.client import KubeClientError, make_client
 from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.adapters.kube.object_client import LightkubeObjects
-from tensorfusion.adapters.kubelet.device_plugin import (
-    AllocateAnswer,
-    AllocationRefusedError,
-    IndexDevicePlugins,
-)
+from tensorfusion.adapters.kubelet.device_plugin import IndexDevicePlugins
 from tensorfusion.api_server.serving import join_host_port, serve
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceInfo, DeviceProvider, ProviderError
 from tensorfusion.domain.devices.tflops import lookup_tflops, parse_hardware_metadata
-from tensorfusion.domain.devices.worker_allocation import WorkerAllocationError, allocate_worker
 from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.settings.environment_values import EnvironmentValueError
 from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnvironment
@@ -50,6 +46,7 @@ from tensorfusion.hypervisor.agent_http import create_agent_app
 from tensorfusion.hypervisor.device_usage import DeviceUsageLoop
 from tensorfusion.hypervisor.object_sync import GPUObjectSync, ModelFacts, managed_gpus_of
 from tensorfusion.hypervisor.usage_metrics import usage_metrics
+from tensorfusion.hypervisor.worker_devices import WorkerDevices
 from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.informer_lightkube import LightkubeSource
 from tensorfusion.runtime.supervision import Supervisor
@@ -124,17 +121,14 @@ async def run_hypervisor(
     pods = Informer(LightkubeSource(client, Pod, fields={"spec.nodeName": env.node}),
                     name="node-pods")  # fmt: skip
 
-    async def allocate(resource: str, device_ids: tuple[str, ...]) -> AllocateAnswer:
+    def native_uuids() -> dict[str, str]:
         inventory = agent.inventory
-        native = {gpu_name(d.uuid): d.uuid for d in inventory.devices} if inventory else {}
-        try:
-            found = allocate_worker(resource, len(device_ids), pods.list(), native)
-        except WorkerAllocationError as error:
-            raise AllocationRefusedError(str(error)) from None
-        _log.info("allocated %s to pod %s/%s", ",".join(found.gpus), found.namespace, found.pod)
-        return AllocateAnswer(envs=found.envs)
+        return {gpu_name(d.uuid): d.uuid for d in inventory.devices} if inventory else {}
 
-    plugins = IndexDevicePlugins(allocate) if env.device_plugin else None
+    workers = WorkerDevices(node=env.node, pods=pods.list, native_uuids=native_uuids,
+                            gpu_objects=managed_gpus_of(client),
+                            events=EventRecorder(client, "tensor-fusion-hypervisor"))  # fmt: skip
+    plugins = IndexDevicePlugins(workers.allocate) if env.device_plugin else None
 
     def registration() -> list[str]:
         if plugins is None or plugins.registered:
@@ -155,7 +149,7 @@ async def run_hypervisor(
     if device_usage.enabled:
         supervisor.start("device-usage", device_usage.run)
     if plugins is not None:
-        await plugins.start()
+        supervisor.start("device-plugins", plugins.run)
     address = join_host_port(env.bind_host, env.port) if env.bind_host else f":{env.port}"
     try:
         server = await serve(create_agent_app(agent, registration), address)
@@ -174,7 +168,5 @@ async def run_hypervisor(
     finally:
         _log.info("node agent stopping")
         await server.stop()
-        if plugins is not None:
-            await plugins.stop()
         await supervisor.stop()
     return 0

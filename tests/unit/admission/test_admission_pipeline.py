@@ -743,10 +743,16 @@ def test_counter_arithmetic() -> None:
 
 
 def test_system_owned_annotations_are_removed(run: Run) -> None:
-    pod = make_pod(resources_ok(index="5", **{"gpu-ids": "gpu-1", "other": "kept"}))
+    pod = make_pod(resources_ok(**{"pending-owned-workload": "x", "other": "kept"}))
     got = annotations_of(run(pod))
-    assert P + "index" not in got and P + "gpu-ids" not in got
+    assert got.get(P + "pending-owned-workload") != "x"
     assert got[P + "other"] == "kept"
+
+
+def test_a_pod_bringing_its_own_allocation_annotations_is_denied(run: Run) -> None:
+    decision = run(make_pod(resources_ok(index="5", **{"gpu-ids": "gpu-1"})))
+    assert not decision.allowed and decision.code == 403
+    assert P + "gpu-ids" in decision.message and P + "index" in decision.message
 
 
 def test_existing_index_resources_are_replaced(run: Run) -> None:
@@ -909,7 +915,8 @@ def test_the_submitted_pod_is_never_changed_and_the_patch_rebuilds_the_mutated_p
     app = native_container("app", "1")
     app["resources"]["requests"] = {"cpu": "1", "tensor-fusion.ai/index_3": "1"}
     init = {"name": "init", "image": "x", "resources": {"limits": {"cpu": "1"}}}
-    pod = make_pod(resources_ok(index="5"), containers=[app], owner=RS_REF, spec={
+    pod = make_pod(resources_ok(**{"pending-owned-workload": "x"}), containers=[app],
+                   owner=RS_REF, spec={
         "initContainers": [init], "tolerations": [{"key": "a", "operator": "Exists"}],
         "volumes": [{"name": "v", "emptyDir": {}}], "priority": 3,
     })  # fmt: skip

@@ -6,8 +6,9 @@ for `v1beta1.DevicePlugin` on `<plugin dir>/<endpoint>.sock`, advertising 36 hea
 (1 + 2 + ... + 8, so the eight values of one name fit on a node at once). `IndexDevicePlugins`
 starts them, registers each with the kubelet (`v1beta1.Registration/Register` on
 `kubelet.sock`) and watches that socket: when the kubelet restarts (its socket is recreated or
-it removed ours) the missing servers are rebound and all re-registered. Failures are logged and
-retried with exponential backoff; nothing here raises into the agent.
+it removed ours) the missing servers are rebound and all re-registered. Failures (watching
+included) are logged and retried with exponential backoff; nothing here raises into the agent,
+which runs `IndexDevicePlugins.run` under its Supervisor.
 
 `Allocate` asks the agent: `allocate(resource_name, device_ids)` returns the container's
 `AllocateAnswer` (env such as `NVIDIA_VISIBLE_DEVICES`, annotations). Raise `AllocationRefusedError`
@@ -290,12 +291,12 @@ class IndexDevicePlugins:
         await self._registered.wait()
 
     async def start(self) -> None:
-        """Start serving and registering in the background; returns at once."""
+        """Start `run()` in a task of its own (tests; the agent runs it under its Supervisor)."""
         if self._task is None:
-            self._task = asyncio.create_task(self._supervise(), name="kubelet-device-plugins")
+            self._task = asyncio.create_task(self.run(), name="kubelet-device-plugins")
 
     async def stop(self) -> None:
-        """Stop the background task and every server; removes the sockets."""
+        """Stop the task of `start()` and every server; removes the sockets."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -303,6 +304,18 @@ class IndexDevicePlugins:
         self._registered.clear()
         for server in self.servers.values():
             await server.stop()
+
+    async def run(self) -> None:
+        """Serve, register and watch the kubelet until cancelled; never returns otherwise.
+
+        Every failure (binding, registering, watching) is logged and retried after a backoff;
+        on the way out the servers are stopped and their sockets removed."""
+        try:
+            await self._supervise()
+        finally:
+            self._registered.clear()
+            for server in self.servers.values():
+                await server.stop()
 
     async def set_healthy(self, healthy: bool) -> None:
         """Advertise every device Healthy or Unhealthy (a node whose GPUs fail)."""
@@ -316,15 +329,13 @@ class IndexDevicePlugins:
         while True:
             self._registered.clear()
             try:
-                for server in self.servers.values():
-                    if not server.serving:
-                        await server.stop()
-                        await server.start()
-                identity = _identity(self.kubelet_socket)
-                if identity is None:
-                    raise FileNotFoundError(f"{self.kubelet_socket}: kubelet socket missing")
-                for server in self.servers.values():
-                    await server.register(self.kubelet_socket, self._register_timeout)
+                identity = await self._register_all()
+                delay = self._backoff[0]
+                self.registrations += 1
+                self.last_error = None
+                self._registered.set()
+                _log.info("registered %d index resources with the kubelet", len(self.servers))
+                reason = await self._watch(identity)
             except Exception as error:
                 self.last_error = _describe(error)
                 _log.warning(
@@ -335,13 +346,20 @@ class IndexDevicePlugins:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._backoff[1])
                 continue
-            delay = self._backoff[0]
-            self.registrations += 1
-            self.last_error = None
-            self._registered.set()
-            _log.info("registered %d index resources with the kubelet", len(self.servers))
-            reason = await self._watch(identity)
             _log.info("re-registering device plugins: %s", reason)
+
+    async def _register_all(self) -> tuple[int, ...]:
+        """(Re)bind the servers that are not serving and register all; the kubelet's identity."""
+        for server in self.servers.values():
+            if not server.serving:
+                await server.stop()
+                await server.start()
+        identity = _identity(self.kubelet_socket)
+        if identity is None:
+            raise FileNotFoundError(f"{self.kubelet_socket}: kubelet socket missing")
+        for server in self.servers.values():
+            await server.register(self.kubelet_socket, self._register_timeout)
+        return identity
 
     async def _watch(self, identity: tuple[int, ...]) -> str:
         """Return when the kubelet socket is recreated or one of our sockets disappears."""

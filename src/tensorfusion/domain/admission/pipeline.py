@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tensorfusion.domain.admission.allocation_claims import allocation_claims
 from tensorfusion.domain.admission.classification import Route, classify, with_progressive_scheduler
 from tensorfusion.domain.admission.containers import container_names, resolve_injected_containers
 from tensorfusion.domain.admission.decision import AdmissionDecision, Outcome
@@ -97,6 +98,9 @@ def admit(pod: Mapping[str, Any], facts: AdmissionFacts) -> AdmissionDecision:
 def decide(pod: Mapping[str, Any], facts: AdmissionFacts) -> AdmissionDecision | PendingMutation:
     """Classify the pod and run the TF pipeline up to its index (`facts.pod_index` unread)."""
     keys = facts.keys
+    claims = allocation_claims(pod, keys)
+    if claims:  # on every route: no pod brings its own GPUs (allocation_claims.py)
+        return _deny(claims, list(facts.warnings), facts)
     namespace = str((pod.get("metadata") or {}).get("namespace") or facts.namespace)
     classification = classify(
         pod,

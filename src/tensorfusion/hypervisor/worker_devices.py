@@ -1,0 +1,111 @@
+"""The node agent's answer to the kubelet's Allocate (hypervisor.md, *Allocate*): the GPUs of the
+worker pod holding the index, given only for an allocation the leader committed.
+
+A pod's `gpu-ids` is a claim anyone who can write a pod can make (a pod with `nodeName` set
+skips the webhook and the scheduler). The devices are given only when every GPU it names lists
+the pod's uid in `status.runningApps`, which the leader's status write-back writes. The leader
+patches the pod before the Binding and writes GPU status up to about a second later (longer
+when that write is retried), so a miss re-reads the GPU objects every `poll_s` until
+`commit_wait_s` has passed, then refuses: a log line, a Warning Event `UncommittedGPUAllocation`
+on the pod, and FAILED_PRECONDITION to the kubelet. Two live Pending pods with the same index
+are refused at once (`AmbiguousPodIndex`): the kubelet's Allocate does not say which pod asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
+from tensorfusion.adapters.kubelet.device_plugin import AllocateAnswer, AllocationRefusedError
+from tensorfusion.domain.devices.committed_allocation import index_rivals, uncommitted_gpus
+from tensorfusion.domain.devices.worker_allocation import (
+    WorkerAllocation,
+    WorkerAllocationError,
+    allocate_worker,
+)
+from tensorfusion.hypervisor.object_sync import ManagedGPUs
+
+__all__ = ["AMBIGUOUS_INDEX", "COMMIT_WAIT_S", "UNCOMMITTED", "WorkerDevices"]
+
+_log = logging.getLogger(__name__)
+COMMIT_WAIT_S: Final = 10.0
+"""How long a miss waits for the leader's GPU status write-back before refusing."""
+POLL_S: Final = 0.5
+UNCOMMITTED: Final = "UncommittedGPUAllocation"
+AMBIGUOUS_INDEX: Final = "AmbiguousPodIndex"
+
+
+@dataclass(slots=True)
+class WorkerDevices:
+    """`allocate` is the device plugins' callback; `pods` lists the node's pods (informer),
+    `native_uuids` maps GPU object names to device uuids, `gpu_objects` reads the node's GPUs."""
+
+    node: str
+    pods: Callable[[], Sequence[Mapping[str, Any]]]
+    native_uuids: Callable[[], Mapping[str, str]]
+    gpu_objects: ManagedGPUs
+    events: EventSink
+    commit_wait_s: float = COMMIT_WAIT_S
+    poll_s: float = POLL_S
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    refusals: dict[str, int] = field(default_factory=dict)
+    """Refusals by Event reason, for tests and `/readyz` detail."""
+
+    async def allocate(self, resource: str, device_ids: tuple[str, ...]) -> AllocateAnswer:
+        """The container's environment, or AllocationRefusedError."""
+        pods = list(self.pods())
+        try:
+            found = allocate_worker(resource, len(device_ids), pods, self.native_uuids())
+        except WorkerAllocationError as error:
+            raise AllocationRefusedError(str(error)) from None
+        pod = _find(pods, found)
+        rivals = index_rivals(resource, len(device_ids), pods)
+        if len(rivals) > 1:
+            await self._refuse(pod, AMBIGUOUS_INDEX, f"pods {', '.join(rivals)} carry the same "
+                               f"index ({resource}={len(device_ids)}); refused all")  # fmt: skip
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        missing = await self._wait_committed(uid, found.gpus)
+        if missing:
+            await self._refuse(pod, UNCOMMITTED, f"GPUs {', '.join(missing)} do not list pod "
+                               f"{found.namespace}/{found.pod} in status.runningApps after "
+                               f"{self.commit_wait_s:g}s: no allocation committed by the "
+                               "leader")  # fmt: skip
+        _log.info("allocated %s to pod %s/%s", ",".join(found.gpus), found.namespace, found.pod)
+        return AllocateAnswer(envs=found.envs)
+
+    async def _wait_committed(self, uid: str, gpus: tuple[str, ...]) -> tuple[str, ...]:
+        deadline = self.clock() + self.commit_wait_s
+        while True:
+            try:
+                missing = uncommitted_gpus(uid, gpus, await self.gpu_objects(self.node))
+            except Exception as error:  # an unreadable API server is a miss, not a crash
+                _log.warning("Allocate: cannot read the GPU objects of %s: %s", self.node, error)
+                missing = gpus
+            if not missing or self.clock() >= deadline:
+                return missing
+            await self.sleep(self.poll_s)
+
+    async def _refuse(self, pod: Mapping[str, Any], reason: str, message: str) -> None:
+        metadata = pod.get("metadata") or {}
+        involved = InvolvedObject("Pod", str(metadata.get("name") or ""),
+                                  str(metadata.get("namespace") or ""),
+                                  str(metadata.get("uid") or ""), "v1")  # fmt: skip
+        _log.warning("Allocate refused for pod %s/%s: %s", involved.namespace, involved.name,
+                     message)  # fmt: skip
+        self.refusals[reason] = self.refusals.get(reason, 0) + 1
+        await self.events.record(involved, "Warning", reason, message)
+        raise AllocationRefusedError(message)
+
+
+def _find(pods: Sequence[Mapping[str, Any]], found: WorkerAllocation) -> Mapping[str, Any]:
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        if metadata.get("namespace") == found.namespace and metadata.get("name") == found.pod:
+            return pod
+    return {"metadata": {"namespace": found.namespace, "name": found.pod}}
