@@ -1,8 +1,9 @@
 """Hot reload of `config.yaml` from a mounted directory (alerting.md §2.2).
 
 The directory is polled by content hash (modification times are not trusted: kubelet swaps a
-symlink). A changed file is parsed whole; an invalid one keeps the previous configuration and is
-reported through the event sink and the `tf_dynamic_config_valid` gauge.
+symlink). A changed file is parsed whole, off the event loop and under the document limits; an
+invalid one (whatever the parser raised) keeps the previous configuration and is reported once,
+with its reason, through the event sink, the status error and the `tf_dynamic_config_valid` gauge.
 """
 
 from __future__ import annotations
@@ -98,16 +99,20 @@ class ConfigWatcher:
         digest = hashlib.sha256(data).hexdigest()
         if digest == self._digest:
             return False
-        self._digest = digest
         try:
             text = data.decode("utf-8")
-            config = parse_dynamic_config(text, str(self.path), previous=self._active)
-        except (UnicodeDecodeError, DynamicConfigError) as error:
-            self._error = str(error)
-            self._metrics.config_valid.set(0)
-            _log.error("dynamic config rejected, previous configuration kept: %s", error)
-            self._events.warning("DynamicConfigInvalid", self._error)
-            return False
+            config = await asyncio.to_thread(
+                parse_dynamic_config, text, str(self.path), self._active
+            )
+        except UnicodeDecodeError as error:
+            return self._reject(digest, f"{self.path}: not UTF-8 text (byte {error.start})")
+        except DynamicConfigError as error:
+            return self._reject(digest, str(error))
+        except Exception as error:  # RecursionError, MemoryError, a parser bug: still this file's
+            _log.debug("dynamic config parse failure", exc_info=True)
+            reason = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+            return self._reject(digest, f"{self.path}: cannot be read as a configuration: {reason}")
+        self._digest = digest
         for problem in config.rules.problems:
             self._events.warning("AlertRuleInvalid", f"{self.path}: {problem}")
             _log.error("%s: %s", self.path, problem)
@@ -137,7 +142,7 @@ class ConfigWatcher:
         self._digest = digest
         self._error = message
         self._metrics.config_valid.set(0)
-        _log.error("%s", message)
+        _log.error("dynamic config rejected, previous configuration kept: %s", message)
         self._events.warning("DynamicConfigInvalid", message)
         return False
 

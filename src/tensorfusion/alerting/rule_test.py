@@ -27,16 +27,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tensorfusion.adapters.package_data import default_alert_rule_definitions
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
 from tensorfusion.domain.alerting.durations import DurationError
 from tensorfusion.domain.alerting.replay import ReplayReport, replay_alerts
 from tensorfusion.domain.alerting.rules import RuleSet, load_rules
+from tensorfusion.domain.bounded_documents import DocumentError, DocumentLimits, load_yaml_document
 from tensorfusion.domain.metrics.retention import RetentionError, parse_ttl
 from tensorfusion.domain.metrics.rows import FieldValue, MetricRow
 from tensorfusion.domain.metrics.schema import ColumnType, TableSchema, table
+
+_FIXTURE_LIMITS = DocumentLimits(max_bytes=16 * 1024 * 1024)
+"""A fixture holds rows: larger than one object, still bounded."""
 
 __all__ = ["FixtureError", "RuleTestResult", "load_fixture", "load_rule_file", "run_rule_test"]
 
@@ -98,8 +100,8 @@ def load_fixture(path: Path) -> Fixture:
     """Read a fixture file into rows and a time span."""
     source = str(path)
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as error:
+        document = load_yaml_document(path.read_bytes(), _FIXTURE_LIMITS) or {}
+    except (OSError, DocumentError) as error:
         raise FixtureError(f"{source}: cannot read: {error}") from None
     if not isinstance(document, Mapping):
         raise FixtureError(f"{source}: the fixture must be a mapping")
@@ -167,8 +169,8 @@ def load_rule_file(path: Path) -> RuleSet:
     if str(path) == "defaults":
         return load_rules(default_alert_rule_definitions())
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
+        document = load_yaml_document(path.read_bytes())
+    except (OSError, DocumentError) as error:
         raise FixtureError(f"{path}: cannot read: {error}") from None
     if isinstance(document, Mapping):
         if "dynamicConfig" in document and isinstance(document["dynamicConfig"], Mapping):

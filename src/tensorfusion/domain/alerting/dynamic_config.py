@@ -6,10 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import yaml
-
 from tensorfusion.domain.alerting.durations import DurationError, parse_rule_interval
 from tensorfusion.domain.alerting.rules import RuleSet, load_rules
+from tensorfusion.domain.bounded_documents import DocumentError, load_yaml_document
 from tensorfusion.domain.metrics.retention import RetentionError, parse_ttl
 
 __all__ = ["DEFAULT_TTL", "DynamicConfig", "DynamicConfigError", "parse_dynamic_config"]
@@ -44,15 +43,16 @@ def parse_dynamic_config(
 ) -> DynamicConfig:
     """Parse `config.yaml` text.
 
-    Raises DynamicConfigError when the document is not YAML or not a mapping. A bad value of
+    Raises DynamicConfigError when the document is not YAML, over the document limits
+    (`bounded_documents`) or not a mapping. A bad value of
     one key keeps that key's previous value (or the default) and is listed in `problems`; a bad
     rule is rejected alone (see `load_rules`).
     """
     before = previous or DynamicConfig()
     try:
-        document = yaml.safe_load(text) if text.strip() else {}
-    except yaml.YAMLError as error:
-        raise DynamicConfigError(f"{source}: not valid YAML: {error}") from None
+        document = load_yaml_document(text) if text.strip() else {}
+    except DocumentError as error:
+        raise DynamicConfigError(f"{source}: {error}") from None
     if document is None:
         document = {}
     if not isinstance(document, Mapping):

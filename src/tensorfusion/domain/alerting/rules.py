@@ -22,6 +22,7 @@ from tensorfusion.domain.alerting.templates import (
 )
 
 __all__ = [
+    "RENDERED_TEXT_LIMITS",
     "AlertRule",
     "RuleProblem",
     "RuleSet",
@@ -48,6 +49,12 @@ _FIELDS: Final[dict[str, str]] = {
     )
 }
 _TEMPLATE_FIELDS: Final = ("query", "summary", "description", "alertTargetInstance")
+RENDERED_TEXT_LIMITS: Final[dict[str, int]] = {
+    "summary": 4096,
+    "description": 16384,
+    "alertTargetInstance": 1024,
+}
+"""Characters a rendered field keeps; longer text is cut ending with the templates' marker."""
 _NOW_CALL: Final = re.compile(r"\b(now\s*\(|current_timestamp\b)", re.IGNORECASE)
 MIN_INTERVAL_MS: Final = 1000
 
@@ -188,7 +195,7 @@ def _template(values: Mapping[str, Any], name: str, *, required: bool) -> GoTemp
     if required and not text.strip():
         raise RuleValidationError(f"field {name} is empty")
     try:
-        return compile_template(text)
+        return compile_template(text, max_chars=RENDERED_TEXT_LIMITS.get(name))
     except TemplateSyntaxError as error:
         raise RuleValidationError(f"field {name} does not parse as a template: {error}") from None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -12,6 +12,12 @@ from tensorfusion.domain.alerting.templates.goformat import (
     go_sprintf,
     go_sprintln,
     go_type_name,
+)
+from tensorfusion.domain.alerting.templates.limits import (
+    MAX_RENDER_CHARS,
+    MAX_RENDER_STEPS,
+    TemplateLimitError,
+    cut_text,
 )
 from tensorfusion.domain.alerting.templates.nodes import (
     ActionNode,
@@ -54,6 +60,10 @@ class _BreakSignal(Exception):  # noqa: N818 - control flow, not an error
 
 
 class _ContinueSignal(Exception):  # noqa: N818 - control flow, not an error
+    pass
+
+
+class _OutputFull(Exception):  # noqa: N818 - control flow, not an error
     pass
 
 
@@ -218,11 +228,18 @@ def _printf(format_text: Any, *args: Any) -> str:
     return go_sprintf(format_text, *(_plain(a) for a in args))
 
 
+def _check_text_args(args: tuple[Any, ...]) -> None:
+    if sum(len(a) for a in args if isinstance(a, str)) > MAX_RENDER_CHARS:
+        raise TemplateLimitError(f"output exceeds {MAX_RENDER_CHARS} characters (the limit)")
+
+
 def _print(*args: Any) -> str:
+    _check_text_args(args)
     return go_sprint(*(_plain(a) for a in args))
 
 
 def _println(*args: Any) -> str:
+    _check_text_args(args)
     return go_sprintln(*(_plain(a) for a in args))
 
 
@@ -270,11 +287,29 @@ def text_of(value: Any) -> str:
 
 
 class _State:
-    __slots__ = ("out", "variables")
+    __slots__ = ("max_chars", "out", "size", "steps", "variables")
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: Any, max_chars: int) -> None:
         self.out: list[str] = []
+        self.size = 0
+        self.max_chars = max_chars
+        self.steps = 0
         self.variables: list[tuple[str, Any]] = [("$", data)]
+
+    def tick(self) -> None:
+        """Count one unit of work: an action, a call or a range iteration."""
+        self.steps += 1
+        if self.steps > MAX_RENDER_STEPS:
+            raise TemplateLimitError(
+                f"template execution exceeds {MAX_RENDER_STEPS} steps (the limit)"
+            )
+
+    def emit(self, text: str) -> None:
+        """Write output; stops execution once past `max_chars`."""
+        self.out.append(text)
+        self.size += len(text)
+        if self.size > self.max_chars:
+            raise _OutputFull
 
     def lookup(self, name: str) -> Any:
         for variable, value in reversed(self.variables):
@@ -290,12 +325,14 @@ class _State:
         raise TemplateExecutionError(f"undefined variable: {name}")
 
     def walk(self, dot: Any, node: Node) -> None:
+        if not isinstance(node, ListNode):
+            self.tick()
         if isinstance(node, TextNode):
-            self.out.append(node.text)
+            self.emit(node.text)
         elif isinstance(node, ActionNode):
             value = self.pipe(dot, node.pipe)
             if not node.pipe.variables:
-                self.out.append(text_of(value))
+                self.emit(text_of(value))
         elif isinstance(node, ListNode):
             for child in node.nodes:
                 self.walk(dot, child)
@@ -325,23 +362,27 @@ class _State:
     def range(self, dot: Any, node: BranchNode) -> None:
         pipe = node.pipe
         value = _plain(self.pipe_value(dot, pipe))
-        items: list[tuple[Any, Any]]
+        items: Iterable[tuple[Any, Any]]
         if isinstance(value, list | tuple):
-            items = [(GoInt(i), item) for i, item in enumerate(value)]
+            items = ((GoInt(i), item) for i, item in enumerate(value))
+            empty = not value
         elif isinstance(value, dict):
             items = sorted(value.items(), key=lambda item: str(item[0]))
+            empty = not value
         elif isinstance(value, int) and not isinstance(value, bool):
-            items = [(GoInt(i), GoInt(i)) for i in range(value)]
+            items = ((GoInt(i), GoInt(i)) for i in range(value))  # lazy: a huge count is cheap
+            empty = value <= 0
         elif value is None:
-            items = []
+            items, empty = (), True
         else:
             raise TemplateExecutionError(f"range can't iterate over {text_of(value)}")
-        if not items:
+        if empty:
             if node.else_body is not None:
                 self.walk(dot, node.else_body)
             return
         mark = len(self.variables)
         for key, element in items:
+            self.tick()
             if len(pipe.variables) == 1:
                 self.variables.append((pipe.variables[0], element))
             elif len(pipe.variables) == 2:
@@ -385,6 +426,7 @@ class _State:
         return self.operand(dot, first)
 
     def call(self, dot: Any, name: str, arg_nodes: list[Node], final: Any) -> Any:
+        self.tick()
         count = len(arg_nodes) + (0 if final is _NO_FINAL else 1)
         low, high = _ARITY[name]
         if count < low or (high is not None and count > high):
@@ -408,7 +450,7 @@ class _State:
             args.append(final)
         try:
             return _FUNCTIONS[name](*args)
-        except TemplateExecutionError as error:
+        except (ValueError, TypeError, OverflowError) as error:  # includes the limit errors
             raise TemplateExecutionError(f"error calling {name}: {error}") from None
 
     def operand(self, dot: Any, node: Node) -> Any:
@@ -445,13 +487,25 @@ def _fields(receiver: Any, names: tuple[str, ...]) -> Any:
     return value
 
 
-def execute(tree: ListNode, data: Mapping[str, Any]) -> str:
-    """Run a parsed template over `data` and return the output text."""
-    state = _State(data)
+def execute(tree: ListNode, data: Mapping[str, Any], *, max_chars: int | None = None) -> str:
+    """Run a parsed template over `data` and return the output text.
+
+    With `max_chars`, longer output is cut to it with the marker; without, output past
+    MAX_RENDER_CHARS is an error. Work past MAX_RENDER_STEPS is an error.
+    """
+    state = _State(data, MAX_RENDER_CHARS if max_chars is None else max_chars)
     try:
         state.walk(data, tree)
     except (_BreakSignal, _ContinueSignal):  # pragma: no cover - parser rejects these outside range
         pass
+    except _OutputFull:
+        if max_chars is None:
+            raise TemplateExecutionError(
+                f"rendered text exceeds {MAX_RENDER_CHARS} characters (the limit)"
+            ) from None
+        return cut_text("".join(state.out), max_chars)
+    except TemplateLimitError as error:
+        raise TemplateExecutionError(str(error)) from None
     except RecursionError as error:
         raise TemplateExecutionError("template nested too deeply") from error
     return "".join(state.out)

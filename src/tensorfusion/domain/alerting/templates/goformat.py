@@ -10,6 +10,12 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from tensorfusion.domain.alerting.templates.limits import (
+    GO_FMT_MAX_WIDTH,
+    MAX_RENDER_CHARS,
+    TemplateLimitError,
+)
+
 __all__ = ["GoInt", "go_sprint", "go_sprintf", "go_sprintln", "go_type_name", "go_value_text"]
 
 
@@ -194,7 +200,7 @@ def _format_int(value: int, verb: str, spec: _Spec) -> str:
     negative = value < 0
     magnitude = abs(value)
     if verb == "c":
-        return _pad(chr(value), spec)
+        return _pad(_rune(value), spec)
     if verb == "q":
         return _pad(_go_quote_rune(value), spec)
     prefix = ""
@@ -250,11 +256,15 @@ def _go_quote(text: str, quote: str = '"') -> str:
     return "".join(out)
 
 
+def _rune(value: int) -> str:
+    """The character of a code point; U+FFFD for a surrogate or a value out of range (as Go)."""
+    if 0 <= value <= 0x10FFFF and not 0xD800 <= value <= 0xDFFF:
+        return chr(value)
+    return "\ufffd"
+
+
 def _go_quote_rune(value: int) -> str:
-    try:
-        return _go_quote(chr(value), "'")
-    except (ValueError, OverflowError):
-        return "'\\ufffd'"
+    return _go_quote(_rune(value), "'")
 
 
 def _bad_verb(verb: str, value: Any) -> str:
@@ -299,18 +309,61 @@ def _format_one(verb: str, value: Any, spec: _Spec) -> str:
     return _bad_verb(verb, value)
 
 
-def go_sprintf(format_text: str, *args: Any) -> str:
-    """`fmt.Sprintf` for the verbs templates use (v d s q f F e E g G t x X o O b c %)."""
+def _parse_count(text: str, start: int) -> tuple[int | None, int]:
+    """Go fmt's `parsenum`: ASCII digits at `start`; past GO_FMT_MAX_WIDTH the rest is eaten."""
+    number: int | None = None
+    position = start
+    while position < len(text) and "0" <= text[position] <= "9":
+        if number is not None and number > GO_FMT_MAX_WIDTH:
+            return None, len(text)  # Go: "crazy long number", the verb is lost (NOVERB)
+        number = (number or 0) * 10 + ord(text[position]) - ord("0")
+        position += 1
+    return number, position
+
+
+def _count_arg(args: tuple[Any, ...], index: int) -> tuple[int | None, int]:
+    """Go fmt's `intFromArg`: a `*` width or precision, None when not an int or too large."""
+    if index >= len(args):
+        return None, index
+    value = args[index]
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > GO_FMT_MAX_WIDTH:
+        return None, index + 1
+    return value, index + 1
+
+
+def _over(limit: int) -> TemplateLimitError:
+    return TemplateLimitError(f"printf output exceeds {limit} characters (the limit)")
+
+
+def _check_room(spec: _Spec, value: Any, *, size: int, limit: int) -> None:
+    """Refuse a verb whose width or numeric precision alone would pass the output limit."""
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    needed = max(spec.width or 0, (spec.precision or 0) if numeric else 0)
+    if size + needed > limit:
+        raise _over(limit)
+
+
+def go_sprintf(format_text: str, *args: Any, limit: int = MAX_RENDER_CHARS) -> str:
+    """`fmt.Sprintf` for the verbs templates use (v d s q f F e E g G t x X o O b c %).
+
+    Widths and precisions are bounded as Go bounds them (`%!(BADWIDTH)`, `%!(BADPREC)`,
+    `%!(NOVERB)`); output past `limit` characters raises TemplateLimitError.
+    """
     out: list[str] = []
+    size = 0
     arg_index = 0
     position = 0
     length = len(format_text)
     while position < length:
+        if size > limit:
+            raise _over(limit)
         percent = format_text.find("%", position)
         if percent < 0:
             out.append(format_text[position:])
+            size += length - position
             break
         out.append(format_text[position:percent])
+        size += percent - position
         position = percent + 1
         spec = _Spec()
         while position < length and format_text[position] in "-+# 0":
@@ -328,33 +381,24 @@ def go_sprintf(format_text: str, *args: Any) -> str:
             position += 1
         if position < length and format_text[position] == "*":
             position += 1
-            if arg_index < len(args) and isinstance(args[arg_index], int):
-                spec.width = args[arg_index]
-                if spec.width < 0:
-                    spec.minus, spec.width = True, -spec.width
-            else:
+            spec.width, arg_index = _count_arg(args, arg_index)
+            if spec.width is None:
                 out.append("%!(BADWIDTH)")
-            arg_index += 1
+            elif spec.width < 0:
+                spec.minus, spec.width = True, -spec.width
         else:
-            start = position
-            while position < length and format_text[position].isdigit():
-                position += 1
-            if position > start:
-                spec.width = int(format_text[start:position])
-        if position < length and format_text[position] == ".":
+            spec.width, position = _parse_count(format_text, position)
+        if position + 1 < length and format_text[position] == ".":
             position += 1
-            if position < length and format_text[position] == "*":
+            if format_text[position] == "*":
                 position += 1
-                if arg_index < len(args) and isinstance(args[arg_index], int):
-                    spec.precision = max(args[arg_index], 0)
-                else:
+                spec.precision, arg_index = _count_arg(args, arg_index)
+                if spec.precision is None or spec.precision < 0:
+                    spec.precision = None
                     out.append("%!(BADPREC)")
-                arg_index += 1
             else:
-                start = position
-                while position < length and format_text[position].isdigit():
-                    position += 1
-                spec.precision = int(format_text[start:position] or "0")
+                precision, position = _parse_count(format_text, position)
+                spec.precision = precision or 0
         if position >= length:
             out.append("%!(NOVERB)")
             break
@@ -362,6 +406,7 @@ def go_sprintf(format_text: str, *args: Any) -> str:
         position += 1
         if verb == "%":
             out.append("%")
+            size += 1
             continue
         if arg_index >= len(args):
             out.append(f"%!{verb}(MISSING)")
@@ -370,11 +415,17 @@ def go_sprintf(format_text: str, *args: Any) -> str:
         arg_index += 1
         if spec.minus:
             spec.zero = False
-        out.append(_format_one(verb, value, spec))
+        _check_room(spec, value, size=size, limit=limit)
+        piece = _format_one(verb, value, spec)
+        out.append(piece)
+        size += len(piece)
     if arg_index < len(args):
         extras = ", ".join(
             "<nil>" if a is None else f"{go_type_name(a)}={go_value_text(a)}"
             for a in args[arg_index:]
         )
         out.append(f"%!(EXTRA {extras})")
-    return "".join(out)
+    text = "".join(out)
+    if len(text) > limit:
+        raise _over(limit)
+    return text

@@ -12,6 +12,7 @@ from tensorfusion.domain.alerting.templates.lexer import (
     TokenKind,
     tokenize,
 )
+from tensorfusion.domain.alerting.templates.limits import MAX_NESTING_DEPTH
 from tensorfusion.domain.alerting.templates.nodes import (
     ActionNode,
     BranchNode,
@@ -61,6 +62,17 @@ class _Parser:
         self.functions = functions
         self.variables: list[str] = ["$"]
         self.range_depth = 0
+        self.depth = 0
+
+    def enter(self, token: Token) -> None:
+        """One level deeper (a block or parentheses); refuses more than MAX_NESTING_DEPTH."""
+        self.depth += 1
+        if self.depth > MAX_NESTING_DEPTH:
+            raise self.error(
+                token,
+                f"nesting deeper than {MAX_NESTING_DEPTH} levels (the limit for if, with, range,"
+                " else if and parentheses together)",
+            )
 
     def _where(self, token: Token) -> str:
         line = self.text.count("\n", 0, token.position) + 1
@@ -129,6 +141,7 @@ class _Parser:
         return ActionNode(pipe, token.position)
 
     def branch(self, kind: str, start: Token) -> BranchNode:
+        self.enter(start)
         saved_variables = len(self.variables)
         pipe = self.pipeline(kind, TokenKind.RIGHT)
         if kind == "range":
@@ -157,6 +170,7 @@ class _Parser:
         else:
             self.expect(TokenKind.RIGHT, "end")
         del self.variables[saved_variables:]
+        self.depth -= 1
         return BranchNode(kind, pipe, body, else_body, start.position)
 
     def pipeline(self, context: str, end: TokenKind) -> PipeNode:
@@ -261,7 +275,9 @@ class _Parser:
             except TemplateSyntaxError as error:
                 raise self.error(token, str(error)) from None
         if kind is TokenKind.LPAREN:
+            self.enter(token)
             pipe = self.pipeline("parenthesized pipeline", TokenKind.RPAREN)
+            self.depth -= 1
             return pipe
         shown = token.value or token.kind.name.lower()
         raise self.error(token, f"unexpected {shown!r} in operand")
