@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
@@ -21,12 +20,14 @@ from rich.text import Text
 from tensorfusion.cli.report_view import print_report
 from tensorfusion.domain.admission.dry_run import PreparationError
 from tensorfusion.domain.allocator.mapping import oversubscription_of
+from tensorfusion.domain.bounded_documents import annotations_size_problem
 from tensorfusion.domain.model import Oversubscription as OversubscriptionModel
 from tensorfusion.domain.vocabulary import PlacementMode
 from tensorfusion.sim.cluster_file import load_cluster
 from tensorfusion.sim.html_report import render_html
 from tensorfusion.sim.inflation import inflation_table
-from tensorfusion.sim.input_errors import InputError, read_yaml
+from tensorfusion.sim.input_errors import InputError, parse_yaml, read_bounded, read_yaml
+from tensorfusion.sim.input_limits import POD_MANIFEST_LIMITS
 from tensorfusion.sim.inputs import simulation_inputs
 from tensorfusion.sim.progress import ProgressLines
 from tensorfusion.sim.runner import SimulationOptions, simulate_schedule
@@ -280,18 +281,20 @@ def _report_fast_path(check: dict[str, Any], console: Console) -> None:
 
 
 def _read_pod(path: Path) -> dict[str, Any]:
+    """The pod manifest of a file or of stdin (`-`), bounded as the API server bounds one."""
+    what, limits = "pod manifest", POD_MANIFEST_LIMITS
     if str(path) == "-":
-        try:
-            data = yaml.safe_load(sys.stdin)
-        except yaml.YAMLError as exc:
-            raise InputError(f"standard input: not valid YAML: {exc}") from None
+        label = "standard input"
+        data = parse_yaml(read_bounded(sys.stdin.buffer, label, what, limits.max_bytes),
+                          label, what, limits)  # fmt: skip
     else:
-        data = read_yaml(path, "pod manifest")
+        label = str(path)
+        data = read_yaml(path, what, limits)
     if not isinstance(data, dict):
-        raise InputError(f"{path}: expected one Pod manifest")
-    problem = pod_shape_problem(data)
+        raise InputError(f"{label}: expected one Pod manifest")
+    problem = pod_shape_problem(data) or annotations_size_problem(data)
     if problem is not None:
-        raise InputError(f"{path}: pod: {problem}")
+        raise InputError(f"{label}: pod: {problem}")
     return data
 
 

@@ -14,6 +14,12 @@ from tensorfusion.domain.model.quota import GPUResourceQuotaSpec, QuotaSingle, Q
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationPolicy, PlacementMode
 from tensorfusion.sim.input_errors import load_model
+from tensorfusion.sim.input_limits import (
+    CLUSTER_FILE_LIMITS,
+    MAX_CLUSTER_GPUS,
+    MAX_CLUSTER_NODES,
+    too_many,
+)
 
 __all__ = [
     "ClusterFile",
@@ -180,6 +186,7 @@ class ClusterFile(_Strict):
 
     @model_validator(mode="after")
     def _references(self) -> ClusterFile:
+        _bounded(self.nodes)
         _unique("hardware", "model", [h.model for h in self.hardware])
         _unique("pools", "name", [p.name for p in self.pools])
         seen: dict[str, int] = {}
@@ -212,6 +219,16 @@ class ClusterFile(_Strict):
                     f"not in the hardware table ({', '.join(sorted(models))})"
                 )
         return self
+
+
+def _bounded(nodes: list[NodeSpec]) -> None:
+    """The nodes and GPUs in total within their limits, checked before any name is built."""
+    total = sum(n.replicas for n in nodes)
+    if total > MAX_CLUSTER_NODES:
+        raise ValueError(f"nodes: {too_many(total, 'nodes', MAX_CLUSTER_NODES)}")
+    gpus = sum(n.replicas * n.gpus.count for n in nodes)
+    if gpus > MAX_CLUSTER_GPUS:
+        raise ValueError(f"nodes: {too_many(gpus, 'GPUs', MAX_CLUSTER_GPUS)}")
 
 
 def _model_sections_hold(cluster: ClusterFile) -> None:
@@ -250,4 +267,5 @@ def _unique(section: str, key: str, values: list[str]) -> None:
 
 def load_cluster(path: Path) -> ClusterFile:
     """Read and validate a cluster file; InputError names the file, field and value."""
-    return load_model(path, "cluster file", ClusterFile, "a mapping with nodes, pools and hardware")
+    return load_model(path, "cluster file", ClusterFile, "a mapping with nodes, pools and hardware",
+                      CLUSTER_FILE_LIMITS)  # fmt: skip

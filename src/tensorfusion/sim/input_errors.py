@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["InputError", "describe_validation_error", "load_model", "read_yaml"]
+from tensorfusion.domain.bounded_documents import DocumentError, DocumentLimits, load_yaml_document
+
+__all__ = [
+    "InputError",
+    "describe_validation_error",
+    "load_model",
+    "parse_yaml",
+    "read_bounded",
+    "read_file_bounded",
+    "read_yaml",
+]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -17,19 +28,43 @@ class InputError(ValueError):
     """Bad input in a file the user gave; the CLI prints it and exits 2."""
 
 
-def read_yaml(path: Path, what: str) -> Any:
-    """Load one YAML document, or raise InputError naming the file."""
+def read_bounded(handle: BinaryIO, label: str, what: str, max_bytes: int) -> bytes:
+    """At most `max_bytes` from `handle`, or InputError naming `label`, the size and the limit."""
+    data = handle.read(max_bytes + 1)
+    if len(data) <= max_bytes:
+        return data
     try:
-        text = path.read_text(encoding="utf-8")
+        status = os.fstat(handle.fileno())
+        size = f"{status.st_size:,} bytes" if stat.S_ISREG(status.st_mode) else ""
+    except (OSError, ValueError):
+        size = ""
+    raise InputError(
+        f"{label}: {what} is {size or f'over {max_bytes:,} bytes'}: the limit is"
+        f" {max_bytes:,} bytes for a {what}"
+    )
+
+
+def read_file_bounded(path: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of `path`, or InputError when it cannot be read or is over `max_bytes`."""
+    try:
+        with path.open("rb") as handle:
+            return read_bounded(handle, str(path), what, max_bytes)
     except OSError as exc:
         raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+def parse_yaml(data: bytes, label: str, what: str, limits: DocumentLimits) -> Any:
+    """One YAML document under `limits`, or InputError naming `label` and the problem."""
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"{path}: not valid YAML{where}: {problem}") from None
+        return load_yaml_document(data, limits)
+    except DocumentError as exc:
+        raise InputError(f"{label}: {what}: {exc}") from None
+
+
+def read_yaml(path: Path, what: str, limits: DocumentLimits) -> Any:
+    """Load one YAML document under `limits` (size, depth, nodes), or raise InputError naming
+    the file and the limit; a binary or non-UTF-8 file is an InputError too."""
+    return parse_yaml(read_file_bounded(path, what, limits.max_bytes), str(path), what, limits)
 
 
 def describe_validation_error(path: Path, obj: str, exc: ValidationError) -> InputError:
@@ -51,13 +86,15 @@ def describe_validation_error(path: Path, obj: str, exc: ValidationError) -> Inp
     return InputError("\n".join(lines))
 
 
-def load_model(path: Path, what: str, model: type[ModelT], shape: str) -> ModelT:
-    """Read a YAML mapping and validate it as `model`; InputError on any problem.
+def load_model(
+    path: Path, what: str, model: type[ModelT], shape: str, limits: DocumentLimits
+) -> ModelT:
+    """Read a YAML mapping under `limits` and validate it as `model`; InputError on any problem.
 
     `what` names the file in messages ("cluster file"), `shape` says what the top level must
     hold ("a mapping with nodes, pools and hardware").
     """
-    data = read_yaml(path, what)
+    data = read_yaml(path, what, limits)
     if not isinstance(data, dict):
         raise InputError(f"{path}: {what} must be {shape}")
     try:

@@ -9,7 +9,8 @@ on the GPU model label.
 
 Two experiments: the list as recorded (arrival `creation_time`, duration `deletion_time` −
 `creation_time`), or workload inflation (`inflate`): tasks drawn with replacement, one a
-second, never leaving, until the arrived GPU request reaches `inflate` × the cluster's GPUs.
+second, never leaving, until the arrived GPU request reaches `inflate` × the cluster's GPUs;
+inflation needs neither time column, so it takes the five-column multi-GPU task lists.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Final
 from tensorfusion.domain.vocabulary import PlacementMode
 from tensorfusion.sim.cluster_file import ClusterFile
 from tensorfusion.sim.input_errors import InputError
+from tensorfusion.sim.input_limits import MAX_CLUSTER_GPUS, MAX_TRACE_PODS, too_many
 from tensorfusion.sim.openb_csv import HARDWARE, OpenbNode, OpenbTask, read_nodes, read_tasks
 from tensorfusion.sim.workload_file import TraceEntry, WorkloadFile
 
@@ -114,7 +116,8 @@ def openb_workload(tasks: list[OpenbTask], inflation: bool) -> WorkloadFile:
 def inflated(
     tasks: list[OpenbTask], factor: float, seed: int, cluster_gpus: int
 ) -> list[OpenbTask]:
-    """Tasks drawn with replacement until their GPU requests reach `factor` × cluster GPUs."""
+    """Tasks drawn with replacement until their GPU requests reach `factor` × cluster GPUs;
+    InputError when that takes more than `MAX_TRACE_PODS` pods."""
     if not any(t.num_gpu for t in tasks):
         raise InputError("--inflate: the task list has no GPU task to inflate with")
     rng = random.Random(seed)
@@ -122,6 +125,11 @@ def inflated(
     drawn: list[OpenbTask] = []
     arrived = 0.0
     while arrived < target - 1e-9:
+        if len(drawn) == MAX_TRACE_PODS:
+            raise InputError(
+                f"--inflate {factor:g}: more than {MAX_TRACE_PODS:,} pods drawn before the arrived"
+                f" GPU request reached {target:g} GPUs: the limit is {MAX_TRACE_PODS:,} pods"
+            )
         task = tasks[rng.randrange(len(tasks))]
         drawn.append(task)
         arrived += task.gpu_request
@@ -133,12 +141,19 @@ def load_openb(
 ) -> OpenbRun:
     """Read both files and build the run (InputError on bad input)."""
     nodes = read_nodes(nodes_csv)
-    tasks = read_tasks(tasks_csv)
+    tasks = read_tasks(tasks_csv, replay=inflate is None)
     gpus = sum(n.gpus for n in nodes)
+    if gpus > MAX_CLUSTER_GPUS:
+        raise InputError(
+            f"{nodes_csv}: openb node list: {too_many(gpus, 'GPUs', MAX_CLUSTER_GPUS)}"
+        )
     if inflate is None:
         ordered = sorted(tasks, key=lambda t: t.creation)
         return OpenbRun(openb_cluster(nodes), openb_workload(ordered, False),
                         tuple(t.gpu_request for t in ordered), gpus, None)  # fmt: skip
-    drawn = inflated(tasks, inflate, seed, gpus)
+    try:
+        drawn = inflated(tasks, inflate, seed, gpus)
+    except InputError as exc:
+        raise InputError(f"{tasks_csv}: {exc}") from None
     return OpenbRun(openb_cluster(nodes), openb_workload(drawn, True),
                     tuple(t.gpu_request for t in drawn), gpus, float(len(drawn) - 1))  # fmt: skip

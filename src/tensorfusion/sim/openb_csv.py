@@ -2,19 +2,27 @@
 
 `openb_node_list_gpu_node.csv`: `sn, cpu_milli, memory_mib, gpu, model`;
 `openb_pod_list_default.csv`: `name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, ...,
-creation_time, deletion_time, ...`. Every problem is an InputError naming the file, the line,
-the column, the value and what is allowed.
+creation_time, deletion_time, ...`; the multi-GPU task lists carry only the first five columns:
+`gpu_spec` is optional, `creation_time` and `deletion_time` are needed only to replay the list
+as recorded. Every problem is an InputError naming the file, the line, the column, the value
+and what is allowed; a file is read under a size and a row limit.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
-from tensorfusion.sim.input_errors import InputError
+from tensorfusion.sim.input_errors import InputError, read_file_bounded
+from tensorfusion.sim.input_limits import (
+    MAX_OPENB_FILE_BYTES,
+    MAX_OPENB_NODES,
+    MAX_TRACE_PODS,
+)
 
 __all__ = [
     "HARDWARE",
@@ -52,11 +60,12 @@ change no share a task takes; they set the report's TFLOPs and VRAM columns, and
 absolute-TFLOPs order in which the placement modes compare GPUs of different models."""
 
 NODE_COLUMNS: Final = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-TASK_COLUMNS: Final = (
-    "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "creation_time",
-    "deletion_time",
-)  # fmt: skip
+TASK_COLUMNS: Final = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+TIME_COLUMNS: Final = ("creation_time", "deletion_time")
+"""Needed to replay the list as recorded (arrival and duration), not for workload inflation."""
 MAX_GPUS_PER_TASK: Final = 128
+MAX_DIGITS: Final = 18
+"""Digits of an integer column (below 10^18: any CPU, memory or time the trace records)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +89,8 @@ class OpenbTask:
     num_gpu: int
     gpu_milli: int
     gpu_spec: tuple[str, ...]
-    creation: int
-    deletion: int
+    creation: int = 0
+    deletion: int = 0
 
     @property
     def sharing(self) -> bool:
@@ -109,7 +118,8 @@ class _Row:
     def integer(self, column: str, low: int, high: int | None = None) -> int:
         text = (self.row.get(column) or "").strip()
         allowed = f"an integer >= {low}" + ("" if high is None else f" and <= {high}")
-        if not text.lstrip("-").isdigit():
+        digits = text.removeprefix("-")
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= MAX_DIGITS):
             raise self.fail(column, allowed)
         value = int(text)
         if value < low or (high is not None and value > high):
@@ -123,21 +133,41 @@ class _Row:
         return value
 
 
-def _rows(path: Path, columns: tuple[str, ...], what: str) -> Iterator[_Row]:
+def _text(path: Path, what: str) -> str:
+    data = read_file_bounded(path, what, MAX_OPENB_FILE_BYTES)
     try:
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
-    with handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in columns if c not in (reader.fieldnames or ())]
-        if missing:
-            raise InputError(
-                f"{path}: {what} lacks the column(s) {', '.join(missing)} (needed: "
-                f"{', '.join(columns)})"
-            )
-        for row in reader:
-            yield _Row(path, reader.line_num, row)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path}: {what}: not UTF-8 text (byte {exc.start}): a binary file or another encoding"
+        ) from None
+
+
+def _rows(
+    path: Path, columns: tuple[str, ...], what: str, max_rows: int
+) -> tuple[tuple[str, ...], Iterator[_Row]]:
+    """The file's header and its rows; the columns `columns` must be there."""
+    reader = csv.DictReader(io.StringIO(_text(path, what), newline=""))
+    try:
+        header = tuple(reader.fieldnames or ())
+    except csv.Error as exc:
+        raise InputError(f"{path}: line 1: not valid CSV: {exc}") from None
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise InputError(f"{path}: {what} lacks the column(s) {', '.join(missing)} (needed: "
+                         f"{', '.join(columns)})")  # fmt: skip
+
+    def rows() -> Iterator[_Row]:
+        try:
+            for count, row in enumerate(reader, start=1):
+                if count > max_rows:
+                    raise InputError(f"{path}: {what}: more than {max_rows:,} rows: the limit "
+                                     f"is {max_rows:,} rows")  # fmt: skip
+                yield _Row(path, reader.line_num, row)
+        except csv.Error as exc:
+            raise InputError(f"{path}: line {reader.line_num}: not valid CSV: {exc}") from None
+
+    return header, rows()
 
 
 def _checked(rows: Iterator[_Row], parse: Callable[[_Row], T], path: Path, what: str) -> list[T]:
@@ -163,13 +193,25 @@ def read_nodes(path: Path) -> list[OpenbNode]:
         return OpenbNode(name, row.integer("cpu_milli", 1), row.integer("memory_mib", 1),
                          row.integer("gpu", 1, 128), model)  # fmt: skip
 
-    return _checked(_rows(path, NODE_COLUMNS, "openb node list"), parse, path, "openb node list")
+    what = "openb node list"
+    _, rows = _rows(path, NODE_COLUMNS, what, MAX_OPENB_NODES)
+    return _checked(rows, parse, path, what)
 
 
-def read_tasks(path: Path) -> list[OpenbTask]:
+def read_tasks(path: Path, *, replay: bool = True) -> list[OpenbTask]:
     """The task list: shares on one card (`num_gpu` 1, `gpu_milli` 1-1000), whole cards
-    (`gpu_milli` 1000), or no GPU (`num_gpu` 0); `gpu_spec` models from `HARDWARE`."""
+    (`gpu_milli` 1000), or no GPU (`num_gpu` 0); `gpu_spec` models from `HARDWARE`.
+    `replay` (the list as recorded) needs `creation_time` and `deletion_time`."""
     models = ", ".join(HARDWARE)
+    what = "openb task list"
+    header, rows = _rows(path, TASK_COLUMNS, what, MAX_TRACE_PODS)
+    missing = [c for c in TIME_COLUMNS if c not in header]
+    if replay and missing:
+        raise InputError(
+            f"{path}: {what} lacks the column(s) {', '.join(missing)}, which replaying the list"
+            " as recorded needs (arrival and duration); without them, use --inflate"
+        )
+    timed = not missing
 
     def parse(row: _Row) -> OpenbTask:
         num_gpu = row.integer("num_gpu", 0, MAX_GPUS_PER_TASK)
@@ -182,12 +224,12 @@ def read_tasks(path: Path) -> list[OpenbTask]:
         unknown = [m for m in spec if m not in HARDWARE]
         if unknown:
             raise row.fail("gpu_spec", f"allowed models ('|'-separated) are {models}")
-        creation = row.integer("creation_time", 0)
-        deletion = row.integer("deletion_time", 0)
+        creation = row.integer("creation_time", 0) if timed else 0
+        deletion = row.integer("deletion_time", 0) if timed else 0
         if deletion < creation:
             raise row.fail("deletion_time", f"must not be before creation_time ({creation})")
         return OpenbTask(row.text("name"), row.integer("cpu_milli", 0),
                          row.integer("memory_mib", 0), num_gpu, gpu_milli, spec, creation,
                          deletion)  # fmt: skip
 
-    return _checked(_rows(path, TASK_COLUMNS, "openb task list"), parse, path, "openb task list")
+    return _checked(rows, parse, path, what)

@@ -8,9 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tensorfusion.domain.bounded_documents import annotations_size_problem
 from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.scheduling.native.pod_shape import pod_shape_problem
 from tensorfusion.sim.input_errors import load_model
+from tensorfusion.sim.input_limits import MAX_TRACE_PODS, WORKLOAD_FILE_LIMITS, too_many
 from tensorfusion.sim.native_pods import gpu_request_problem
 
 __all__ = [
@@ -56,7 +58,7 @@ class TraceEntry(BaseModel):
     @field_validator("pod")
     @classmethod
     def _pod_shape(cls, pod: dict[str, Any]) -> dict[str, Any]:
-        problem = pod_shape_problem(pod)
+        problem = pod_shape_problem(pod) or annotations_size_problem(pod)
         if problem is not None:
             raise ValueError(problem)
         return pod
@@ -88,7 +90,10 @@ class WorkloadFile(BaseModel):
     workloads: list[TraceEntry] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique_pods(self) -> WorkloadFile:
+    def _bounded_unique_pods(self) -> WorkloadFile:
+        total = sum(e.replicas for e in self.workloads)
+        if total > MAX_TRACE_PODS:  # before any pod name is built
+            raise ValueError(f"workloads: {too_many(total, 'pods', MAX_TRACE_PODS)}")
         seen: dict[tuple[str, str], int] = {}
         for i, entry in enumerate(self.workloads):
             for name in entry.pod_names():
@@ -104,4 +109,5 @@ class WorkloadFile(BaseModel):
 
 def load_workload(path: Path) -> WorkloadFile:
     """Read and validate a workload trace; InputError names the file, entry, field and value."""
-    return load_model(path, "workload file", WorkloadFile, "a mapping with a `workloads` list")
+    return load_model(path, "workload file", WorkloadFile, "a mapping with a `workloads` list",
+                      WORKLOAD_FILE_LIMITS)  # fmt: skip
