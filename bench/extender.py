@@ -101,11 +101,18 @@ class MemoryPods:
         return self.pods.get((namespace, name))
 
     async def patch_pod(
-        self, namespace: str, name: str, operations: Sequence[Mapping[str, Any]]
+        self,
+        namespace: str,
+        name: str,
+        operations: Sequence[Mapping[str, Any]],
+        *,
+        timeout_s: float | None = None,
     ) -> None:
         return None
 
-    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, *, timeout_s: float | None = None
+    ) -> None:
         return None
 
 

@@ -76,7 +76,7 @@ def test_sub_nano_values_round_up_to_nano() -> None:
     assert parse_quantity("0.0000000001").value == Decimal("1e-9")
 
 
-@given(st.integers(-(10**20), 10**20))
+@given(st.integers(-(2**63 - 1), 2**63 - 1))
 def test_milli_and_byte_texts_parse_back(value: int) -> None:
     assert parse_quantity(format_milli(value)).milli() == value
     assert parse_quantity(format_bytes(value)).ceil() == value
@@ -87,3 +87,50 @@ def test_printed_text_parses_back_to_the_same_value(value: Decimal) -> None:
     for fmt in QuantityFormat:
         quantity = Quantity(value, fmt)
         assert parse_quantity(str(quantity)) == quantity
+
+
+# ---- bounds (as Kubernetes' resource.Quantity: int32 exponent, max int64 value) -------------
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("1e400", "must be at most 9223372036854775807 in magnitude"),
+        ("-1e400", "must be at most 9223372036854775807 in magnitude"),
+        ("9223372036854775808", "must be at most 9223372036854775807 in magnitude"),
+        ("8Ei", "must be at most 9223372036854775807 in magnitude"),
+        ("9223372036854775807.0000000001", "must be at most"),  # rounded up to nano first
+        ("1e2147483648", "exponent outside -2147483648..2147483647"),
+        ("1e-2147483649", "exponent outside"),
+        ("9" * 10_000, "longer than 128 characters"),
+        ("0." + "0" * 200 + "1", "longer than 128 characters"),
+    ],
+)
+def test_values_beyond_the_bounds_are_refused_in_the_one_format(text: str, rule: str) -> None:
+    with pytest.raises(QuantityError) as caught:
+        parse_quantity(text)
+    assert caught.value.out_of_range and rule in caught.value.rule
+    assert str(caught.value).startswith(f'invalid value "{text[:80]}')
+    assert str(caught.value).endswith(caught.value.rule)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("9223372036854775807", Decimal(2**63 - 1)),
+        ("-9223372036854775807", Decimal(-(2**63 - 1))),
+        ("7Ei", Decimal(7 * 2**60)),
+        ("1e-2147483648", Decimal("1e-9")),  # far below a nano: rounds up to 1n
+        ("0e2147483647", Decimal(0)),
+        ("1." + "0" * 100 + "1", Decimal("1.000000001")),  # every digit counts
+    ],
+)
+def test_values_within_the_bounds_parse_exactly(text: str, value: Decimal) -> None:
+    assert parse_quantity(text).value == value
+
+
+def test_syntax_errors_are_not_range_errors() -> None:
+    with pytest.raises(QuantityError) as caught:
+        parse_quantity("lots")
+    assert not caught.value.out_of_range
+    assert str(caught.value) == 'invalid value "lots": not a quantity'

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -19,6 +19,7 @@ from aiohttp.typedefs import Handler, Middleware
 from tensorfusion.api_server.auth import require_controller_service_account
 from tensorfusion.api_server.backend import ApiBackend
 from tensorfusion.api_server.forwarding import LeaderForwarder
+from tensorfusion.api_server.offload import BoundedOffload
 from tensorfusion.api_server.pod_body import parse_pod, read_pod_body
 from tensorfusion.api_server.responses import ApiError, error_response, json_response
 from tensorfusion.domain.admission.dry_run import PreparationError, not_a_gpu_worker
@@ -54,6 +55,15 @@ LOCAL_PATHS: Final = frozenset({ALERTS_PATH, CONFIG_PATH})
 
 MAX_FORWARDED_BODY: Final = 8 * 1024 * 1024
 """Bytes a follower reads to forward (the store's write path takes 8 MiB); more is 413."""
+
+MAX_ERROR_TEXT: Final = 500
+"""Characters of an unexpected error's text in the log line and the 500 body."""
+SIMULATION_THREADS: Final = 1
+"""`POST /api/simulate-schedule` calls parsing or simulating at once; more get 429. One: with
+the GIL a second thread adds no throughput and takes more CPU from the loop."""
+INLINE_BODY_BYTES: Final = 64 * 1024
+"""A smaller body is parsed on the loop (a few ms under the document limits); a larger one in
+the offload thread."""
 
 _HTTP_CODES: Final = {
     400: "BadRequest",
@@ -94,9 +104,12 @@ def _allocator_not_ready() -> ApiError:
 
 
 class _Handlers:
-    def __init__(self, backend: ApiBackend, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, backend: ApiBackend, clock: Callable[[], float], offload: BoundedOffload
+    ) -> None:
         self.backend = backend
         self.clock = clock
+        self.offload = offload
 
     def _allocator(self) -> Allocator:
         allocator = self.backend.allocator()
@@ -105,20 +118,31 @@ class _Handlers:
         return allocator
 
     async def simulate(self, request: web.Request) -> web.StreamResponse:
-        manifest = parse_pod(await read_pod_body(request), request.content_type)
+        mutate = _flag(request, "mutate", default=True)
+        nodes = _node_names(request)
+        data = await read_pod_body(request)
+        content_type = request.content_type
+        if len(data) <= INLINE_BODY_BYTES:
+            manifest = parse_pod(data, content_type)
+        else:
+            manifest = await self.offload.run(lambda: parse_pod(data, content_type))
         problem = not_a_gpu_worker(manifest)
         if problem is not None:
             raise ApiError(400, "NotAGPUWorker", problem)
-        mutate = _flag(request, "mutate", default=True)
-        nodes = _node_names(request)
+        # Refused before the inputs are copied on the loop; no await until `run` takes the slot.
+        self.offload.refuse_if_full()
         inputs = self.backend.simulation_inputs()
         if inputs is None:
             raise _allocator_not_ready()
-        try:
-            body = simulate_schedule(
-                manifest, inputs.preparer, inputs.native, inputs.allocator, inputs.args,
+
+        def simulate() -> dict[str, Any]:
+            return simulate_schedule(
+                manifest, inputs.preparer(), inputs.native, inputs.allocator, inputs.args,
                 inputs.weights, nodes, mutate,
             )  # fmt: skip
+
+        try:
+            body = await self.offload.run(simulate)
         except UnknownNodesError as exc:
             raise ApiError(
                 400, "UnknownNodes", f"nodes: {exc}; the cluster has no node of that name"
@@ -167,6 +191,23 @@ class _Handlers:
         return web.Response(text=str(index), content_type="text/plain")
 
 
+def _one_line(exc: BaseException) -> str:
+    """`Type: message`, on one line and at most `MAX_ERROR_TEXT` characters."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= MAX_ERROR_TEXT else f"{text[: MAX_ERROR_TEXT - 1]}…"
+
+
+def _innermost_frame(exc: BaseException) -> str:
+    """`file:line in function` where `exc` was raised (the traceback's last frame)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return "unknown place"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}"
+
+
 def _error_middleware() -> Middleware:
     @web.middleware
     async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -184,8 +225,10 @@ def _error_middleware() -> Middleware:
             )  # fmt: skip
             return error_response(exc.status, code, message, headers)
         except Exception as exc:
-            _log.exception("%s %s failed", request.method, request.path)
-            return error_response(500, "InternalError", f"{type(exc).__name__}: {exc}")
+            # One line with the type: a body can make a traceback of any size (a deep one).
+            _log.error("%s %s failed: %s (raised at %s)", request.method, request.path,
+                       _one_line(exc), _innermost_frame(exc))  # fmt: skip
+            return error_response(500, "InternalError", _one_line(exc))
 
     return errors
 
@@ -214,11 +257,15 @@ def create_api_app(
     forward_timeout: float = 10.0,
     max_body: int = MAX_FORWARDED_BODY,
     clock: Callable[[], float] = time.time,
+    offload: BoundedOffload | None = None,
+    shed: Callable[[], str | None] | None = None,
 ) -> web.Application:
     """The `/api/*` application. A follower forwards requests whose path starts with one of
     `forward_prefixes` (except alerts and config) to the leader, waiting `forward_timeout`
     seconds at most; `max_body` bounds the bodies aiohttp reads (413 beyond); `clock` gives
-    `generatedAt` (seconds since the epoch)."""
+    `generatedAt` (seconds since the epoch); `offload` runs the simulation's body parsing and
+    simulation off the loop (default: `SIMULATION_THREADS` threads, 429 beyond, and while
+    `shed()` gives a reason)."""
     forwarder = LeaderForwarder(backend.leader_address, forward_timeout)
     app = web.Application(
         client_max_size=max_body,
@@ -231,8 +278,15 @@ def create_api_app(
     async def close_forwarder(_: web.Application) -> None:
         await forwarder.close()
 
+    work = offload or BoundedOffload(name="simulate-schedule", limit=SIMULATION_THREADS, shed=shed)
+
+    async def close_work(_: web.Application) -> None:
+        work.close()
+
     app.on_cleanup.append(close_forwarder)
-    handlers = _Handlers(backend, clock)
+    if offload is None:  # a caller's offload is the caller's to close
+        app.on_cleanup.append(close_work)
+    handlers = _Handlers(backend, clock, work)
     app.router.add_post(SIMULATE_SCHEDULE_PATH, handlers.simulate)
     app.router.add_get(ALLOCATION_PATH, handlers.allocation)
     app.router.add_get(POOLS_PATH, handlers.pools)

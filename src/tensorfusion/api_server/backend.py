@@ -3,12 +3,14 @@
 The app layer implements `ApiBackend` (the `/api/*` handlers) and `HealthBackend` (`/readyz`);
 one object may implement both. Every method but `leader_address` and `review_token` is called
 on the event loop and must not block; the allocator and the simulation inputs are read without
-an await in between, so a handler sees them as one consistent state.
+an await in between, so a handler sees them as one consistent state. The simulation itself runs
+in a worker thread while the loop goes on changing the live state, so `simulation_inputs`
+returns copies the loop never touches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,14 +32,16 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class SimulationInputs:
-    """What one `POST /api/simulate-schedule` runs on (scheduling.md §16.1).
+    """What one `POST /api/simulate-schedule` runs on (scheduling.md §16.1), in a worker thread.
 
-    `native`: Nodes and the pods bound to them; the simulation adds the pod and forgets it
-    again before it returns. `allocator`: a copy (`snapshot.allocator_copy`) or the live one;
-    it is only read. `preparer`: the admission dry run; its index is previewed, never taken.
+    Taken on the event loop, so cheap to take, and the simulation's own: nothing the loop
+    changes afterwards. `native`: a copy of Nodes and the pods bound to them
+    (`NativeCluster.copy`); the simulation adds the pod to it. `allocator`: a copy
+    (`snapshot.allocator_copy`), only read. `preparer`: builds the admission dry run in the
+    thread (typed pools, quotas and GPUs from the cache objects); its index is previewed.
     """
 
-    preparer: PodPreparer
+    preparer: Callable[[], PodPreparer]
     native: NativeCluster
     allocator: Allocator
     args: GPUSchedulingArgs

@@ -1,20 +1,33 @@
-"""The body of `POST /api/simulate-schedule`: one Pod as JSON or YAML (scheduling.md §16.1)."""
+"""The body of `POST /api/simulate-schedule`: one Pod as JSON or YAML (scheduling.md §16.1).
+
+The body is read under `domain.bounded_documents` limits (1 MiB, nesting depth, expanded nodes)
+and the Pod's annotations under Kubernetes' 256 KiB: a body over a limit is 400 `InvalidBody`
+naming it. `parse_pod` is CPU work: the handler runs it off the event loop (`offload.py`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-import orjson
-import yaml
 from aiohttp import web
 
 from tensorfusion.api_server.responses import ApiError
+from tensorfusion.domain.bounded_documents import (
+    DocumentError,
+    DocumentLimitError,
+    DocumentLimits,
+    annotations_size_problem,
+    load_json_document,
+    load_yaml_document,
+)
 from tensorfusion.domain.scheduling.native.pod_shape import pod_shape_problem
 
-__all__ = ["MAX_POD_BODY", "parse_pod", "read_pod_body"]
+__all__ = ["MAX_POD_BODY", "POD_BODY_LIMITS", "parse_pod", "read_pod_body"]
 
-MAX_POD_BODY = 1024 * 1024
-"""Bytes: a larger body is `InvalidBody`."""
+MAX_POD_BODY: Final = 1024 * 1024
+"""Bytes: a larger body is `InvalidBody` (kept at 1 MiB, below an object's 1.5 MiB)."""
+POD_BODY_LIMITS: Final = DocumentLimits(max_bytes=MAX_POD_BODY)
+"""Size, nesting depth and expanded nodes of one pod body."""
 
 _JSON_TYPES = frozenset({"application/json"})
 _YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
@@ -24,12 +37,30 @@ def _invalid(message: str) -> ApiError:
     return ApiError(400, "InvalidBody", message)
 
 
-def _from_json(data: bytes) -> Any:
-    return orjson.loads(data)
+def _not_yaml(exc: DocumentError) -> ApiError:
+    if isinstance(exc, DocumentLimitError):
+        return _invalid(f"body: {exc}")
+    return _invalid(f"body is neither valid JSON nor valid YAML: {exc}")
 
 
-def _from_yaml(data: bytes) -> Any:
-    return yaml.safe_load(data.decode("utf-8"))
+def _load(data: bytes, content_type: str) -> Any:
+    kind = content_type.lower()
+    if kind in _JSON_TYPES or kind.endswith("+json"):
+        try:
+            return load_json_document(data, POD_BODY_LIMITS)
+        except DocumentError as exc:
+            raise _invalid(f"body ({content_type}): {exc}") from None
+    if kind not in _YAML_TYPES:
+        try:
+            return load_json_document(data, POD_BODY_LIMITS)
+        except DocumentLimitError as exc:
+            raise _invalid(f"body: {exc}") from None
+        except DocumentError:
+            pass  # not JSON: YAML then
+    try:
+        return load_yaml_document(data, POD_BODY_LIMITS)
+    except DocumentError as exc:
+        raise _not_yaml(exc) from None
 
 
 def parse_pod(data: bytes, content_type: str) -> dict[str, Any]:
@@ -37,27 +68,10 @@ def parse_pod(data: bytes, content_type: str) -> dict[str, Any]:
     ApiError `InvalidBody` for anything that is not one Pod the scheduler can read."""
     if not data.strip():
         raise _invalid("empty body: send one Pod manifest as JSON or YAML")
-    kind = content_type.lower()
-    is_json = kind in _JSON_TYPES or kind.endswith("+json")
-    try:
-        if is_json:
-            manifest = _from_json(data)
-        elif kind in _YAML_TYPES:
-            manifest = _from_yaml(data)
-        else:
-            try:
-                manifest = _from_json(data)
-            except orjson.JSONDecodeError:
-                manifest = _from_yaml(data)
-    except orjson.JSONDecodeError as exc:
-        raise _invalid(f"body is not valid JSON ({content_type}): {exc}") from None
-    except UnicodeDecodeError:
-        raise _invalid("body is not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        raise _invalid(f"body is neither valid JSON nor valid YAML: {exc}") from None
+    manifest = _load(data, content_type)
     if not isinstance(manifest, dict):
         raise _invalid(f"expected one Pod manifest (a mapping), got {type(manifest).__name__}")
-    problem = pod_shape_problem(manifest)
+    problem = pod_shape_problem(manifest) or annotations_size_problem(manifest)
     if problem is not None:
         raise _invalid(f"pod: {problem}")
     return manifest
@@ -70,6 +84,6 @@ async def read_pod_body(request: web.Request, limit: int = MAX_POD_BODY) -> byte
     async for chunk in request.content.iter_any():
         size += len(chunk)
         if size > limit:
-            raise _invalid(f"body is larger than {limit} bytes (one Pod manifest fits in 1 MiB)")
+            raise _invalid(f"body is larger than {limit} bytes (the limit of one Pod manifest)")
         chunks.append(chunk)
     return b"".join(chunks)

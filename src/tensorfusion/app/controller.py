@@ -41,7 +41,7 @@ from tensorfusion.api_server.metrics_write import METRICS_WRITE_PREFIX, add_metr
 from tensorfusion.api_server.serving import RunningServer, join_host_port, serve
 from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
-from tensorfusion.app.controller_metrics import ControllerCollector
+from tensorfusion.app.controller_metrics import ControllerCollector, LoopLagProbe
 from tensorfusion.app.controller_reconcilers import ControllerReconcilers
 from tensorfusion.app.controller_scheduling import prepare_scheduling
 from tensorfusion.app.controller_webhook import WebhookWork
@@ -79,6 +79,7 @@ __all__ = [
     "ControllerProcess",
     "LeaderWork",
     "run_controller",
+    "start_election",
 ]
 
 _log = logging.getLogger("tensorfusion.controller")
@@ -211,10 +212,12 @@ async def run_controller(
         dynamic_config=lambda: config.config,
     )
     reconcilers.register(informers)
+    loop_lag = LoopLagProbe()
     registry.register(ControllerCollector(
         state=state, loops=reconcilers.loops(), writers=reconcilers.writers(),
         informers=informers.all(), is_leader=process.is_leader,
         lease_failures=lambda: process.elector.failed_attempts if process.elector else 0,
+        loop_lag=loop_lag, clock=asyncio.get_running_loop().time,
     ))  # fmt: skip
     process.leader_work.extend((name, _loop(run)) for name, run in reconcilers.work())
     process.leader_work.extend(leader_work)
@@ -249,8 +252,10 @@ async def run_controller(
         process.supervisor.start("webhook", webhook.run)
     informers.start(process.supervisor)
     process.supervisor.start("dynamic-config", config.run)
+    process.supervisor.start("loop-lag", loop_lag.run)
     try:
-        servers = await _start_servers(flags, env, backend, registry, metrics)
+        shed = loop_lag.shedder(asyncio.get_running_loop().time)
+        servers = await _start_servers(flags, env, backend, registry, metrics, shed=shed)
     except OSError as error:
         _log.error("cannot listen: %s", error)
         await process.supervisor.stop()
@@ -314,10 +319,12 @@ async def _start_servers(
     backend: ControllerBackend,
     registry: CollectorRegistry,
     metrics: LeaderMetricsService,
+    *,
+    shed: Callable[[], str | None],
 ) -> list[RunningServer]:
     servers = [await serve(create_health_app(backend), flags.health_probe_bind_address)]
     api = join_host_port(env.api_host, env.api_port) if env.api_host else f":{env.api_port}"
-    servers.append(await serve(_api_app(env, backend, metrics), api))
+    servers.append(await serve(_api_app(env, backend, metrics, shed, registry), api))
     if flags.metrics_enabled:
         servers.append(await serve(create_metrics_app(registry), flags.metrics_bind_address))
     for server in servers:
@@ -326,17 +333,25 @@ async def _start_servers(
 
 
 def _api_app(
-    env: ControllerEnvironment, backend: ControllerBackend, metrics: LeaderMetricsService
+    env: ControllerEnvironment,
+    backend: ControllerBackend,
+    metrics: LeaderMetricsService,
+    shed: Callable[[], str | None],
+    registry: CollectorRegistry,
 ) -> web.Application:
-    """`/api/*`, and the embedded store's write path unless GreptimeDB is configured."""
+    """`/api/*`, and the embedded store's write path unless GreptimeDB is configured (its
+    dropped rows counted in `registry`); simulations are refused (429) while `shed()` says the
+    event loop is behind."""
     if env.tsdb.greptime:
-        return create_api_app(backend)
-    app = create_api_app(backend, forward_prefixes=(API_PREFIX, METRICS_WRITE_PREFIX))
+        return create_api_app(backend, shed=shed)
+    app = create_api_app(backend, forward_prefixes=(API_PREFIX, METRICS_WRITE_PREFIX), shed=shed)
     writers = {
         service_account_username(env.namespace, env.service_account),
         service_account_username(env.namespace, env.hypervisor_service_account),
     }
-    add_metrics_write_route(app, backend, metrics, writers=writers, database=env.tsdb.database)
+    add_metrics_write_route(
+        app, backend, metrics, writers=writers, database=env.tsdb.database, registry=registry
+    )
     return app
 
 
@@ -349,24 +364,30 @@ async def _serve(process: ControllerProcess) -> int:
     lost = asyncio.Event()
     if flags.leader_elect:
         identity = env.pod_name or f"tensor-fusion-controller-{id(process):x}"
-        elector = LeaderElector(process.client, env.namespace, LEASE_NAME, identity)
-        process.elector = elector
-
-        def started() -> None:
-            process.supervisor.start("leadership", process.start_leading, restart=False,
-                                     critical=True)  # fmt: skip
-
-        def stopped() -> None:
-            if not process.stopping.is_set():
-                lost.set()
-
-        process.supervisor.start("leader-election", lambda: elector.run(started, stopped),
-                                 restart=False)  # fmt: skip
+        process.elector = LeaderElector(process.client, env.namespace, LEASE_NAME, identity)
+        start_election(process, process.elector, lost)
     else:
         process.supervisor.start("leadership", process.start_leading, restart=False, critical=True)
     code = await _wait_for_end(process, lost)
     await _shutdown(process)
     return code
+
+
+def start_election(process: ControllerProcess, elector: LeaderElector, lost: asyncio.Event) -> None:
+    """Campaign under the Supervisor. The task is critical: an elector that raises stops the
+    supervisor, so the replica exits with EXIT_FATAL and the kubelet restarts it (an elector
+    runs once; a replica whose campaign failed would otherwise never campaign again)."""
+
+    def started() -> None:
+        process.supervisor.start("leadership", process.start_leading, restart=False,
+                                 critical=True)  # fmt: skip
+
+    def stopped() -> None:
+        if not process.stopping.is_set():
+            lost.set()
+
+    process.supervisor.start("leader-election", lambda: elector.run(started, stopped),
+                             restart=False, critical=True)  # fmt: skip
 
 
 async def _wait_for_end(process: ControllerProcess, lost: asyncio.Event) -> int:

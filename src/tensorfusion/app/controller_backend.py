@@ -95,13 +95,18 @@ class ControllerBackend:
         return self.state.allocator
 
     def simulation_inputs(self) -> SimulationInputs | None:
-        """A copy of the allocator, the native view and the admission facts of the caches."""
+        """Copies of the allocator and the native view, and the cache objects the admission
+        dry run is built from in the simulation's thread (the cache replaces objects, never
+        changes one, so the lists taken here stay as they are)."""
         allocator = self.state.allocator
         if allocator is None:
             return None
+        pools, quotas, gpus = self.pools.list(), self.quotas.list(), self.gpus.list()
         return SimulationInputs(
-            preparer=PodPreparer(self._typed_pools(), self._effective_quotas(), self._gpus()),
-            native=self.native.cluster,
+            preparer=lambda: PodPreparer(
+                _typed_pools(pools), _effective_quotas(quotas), _typed_gpus(gpus)
+            ),
+            native=self.native.cluster.copy(),
             allocator=allocator_copy(allocator),
             args=self.args,
             weights=self.weights,
@@ -149,32 +154,36 @@ class ControllerBackend:
         self._reviews[token] = (now, result)
         return result
 
-    # ---- typed objects of the caches ---------------------------------------------------------
 
-    def _typed_pools(self) -> dict[str, GPUPool]:
-        pools = {}
-        for obj in self.pools.list():
-            try:
-                pool = load_as(GPUPool, obj)
-            except ModelError as error:
-                _log.warning("skipped for admission: %s", error)
-                continue
-            pools[pool.metadata.name or ""] = pool
-        return pools
+# ---- typed objects of the caches (in the simulation's thread) -----------------------------------
 
-    def _effective_quotas(self) -> dict[str, Any]:
-        effective, _ = choose_effective(read_quota(q) for q in self.quotas.list())
-        return {
-            namespace: reading.quota
-            for namespace, reading in effective.items()
-            if reading.enforceable and reading.quota is not None
-        }
 
-    def _gpus(self) -> list[GPU]:
-        gpus = []
-        for obj in self.gpus.list():
-            try:
-                gpus.append(load_as(GPU, obj))
-            except ModelError:
-                continue
-        return gpus
+def _typed_pools(objects: Sequence[Mapping[str, Any]]) -> dict[str, GPUPool]:
+    pools = {}
+    for obj in objects:
+        try:
+            pool = load_as(GPUPool, obj)
+        except ModelError as error:
+            _log.warning("skipped for admission: %s", error)
+            continue
+        pools[pool.metadata.name or ""] = pool
+    return pools
+
+
+def _effective_quotas(objects: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    effective, _ = choose_effective(read_quota(q) for q in objects)
+    return {
+        namespace: reading.quota
+        for namespace, reading in effective.items()
+        if reading.enforceable and reading.quota is not None
+    }
+
+
+def _typed_gpus(objects: Sequence[Mapping[str, Any]]) -> list[GPU]:
+    gpus = []
+    for obj in objects:
+        try:
+            gpus.append(load_as(GPU, obj))
+        except ModelError:
+            continue
+    return gpus

@@ -28,6 +28,7 @@ from tensorfusion.controller.hypervisor_pods import HypervisorPodReconciler
 from tensorfusion.controller.node_taint import ProgressiveTaintReconciler
 from tensorfusion.controller.pod_release import PodReleaser
 from tensorfusion.controller.pool_reconciler import PoolStatusReconciler
+from tensorfusion.controller.problem_reports import ProblemReporter
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.controller.replica_recount import ReplicaRecount
 from tensorfusion.controller.status_writeback import GPUStatusWriter, QuotaStatusWriter
@@ -66,6 +67,7 @@ class ControllerReconcilers:
     rollout: ComponentRollout
     provider_configs: Informer
     """ProviderConfigs (their hardware metadata goes into agent pods), listed by the leader."""
+    problems: ProblemReporter
 
     @classmethod
     def create(
@@ -132,6 +134,12 @@ class ControllerReconcilers:
                 agents=agent_pods, agent_readiness_mode=flags.agent_readiness, **timed,
             ),
             provider_configs=providers,
+            problems=ProblemReporter(
+                state=state, client=objects, fence=fence, recorder=writes["recorder"],
+                caches={"GPU": caches.gpus, "GPUNode": caches.gpu_nodes, "GPUPool": caches.pools,
+                        "GPUResourceQuota": caches.quotas, "Pod": caches.workers,
+                        "SchedulingConfigTemplate": caches.templates},
+            ),
         )  # fmt: skip
 
     def register(self, caches: ControllerInformers) -> None:
@@ -177,7 +185,7 @@ class ControllerReconcilers:
                 ("taint", self.taint.writer), ("replica-recount", self.recount.writer),
                 ("workloads", self.workloads.writer),
                 ("hypervisor-pods", self.hypervisor_pods.writer),
-                ("rollout", self.rollout.writer)]  # fmt: skip
+                ("rollout", self.rollout.writer), ("problems", self.problems.writer)]  # fmt: skip
 
     def work(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         """The leader-only loops, by name."""
@@ -194,4 +202,5 @@ class ControllerReconcilers:
             ("provider-configs", self.provider_configs.run),
             ("hypervisor-pods", self.hypervisor_pods.run),
             ("rollout", self.rollout.run),
+            ("problems", self.problems.run),
         ]

@@ -4,7 +4,9 @@ Until :meth:`AllocatorState.recover` has run, the allocator is not ready: `/api/
 says `ready: false` and the extender answers `allocator not ready`. Recovery reads the caches
 once they have synced (scheduling.md §12); afterwards every cache change is applied at once.
 Handlers and recovery never await, so on the event loop they are atomic with respect to
-`filter` and `bind`.
+`filter` and `bind`. An object the state cannot read (a quantity beyond the bounds, say) or a pod
+whose allocation was refused is logged once and kept in `problems`; each new problem is queued
+in `notices` for the problem reporter's Events; everything else goes on.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.allocator import Allocator, OverCommitError
 from tensorfusion.domain.allocator.change_feed import ChangeCursor
 from tensorfusion.domain.allocator.mapping import (
     gpu_state,
@@ -25,10 +27,13 @@ from tensorfusion.domain.allocator.mapping import (
 )
 from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
 from tensorfusion.domain.allocator.recovery import (
-    ClusterInventory,
+    OVER_COMMIT_REASON,
     RecoveryReport,
     bound_since,
     is_live_worker,
+    load_all,
+    object_key,
+    read_inventory,
     recover,
     worker_gpu_ids,
 )
@@ -45,7 +50,14 @@ from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.domain.vocabulary import IsolationPolicy
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
-__all__ = ["AllocatorChanges", "AllocatorState", "ObjectCache", "StateCaches"]
+__all__ = [
+    "UNREADABLE_REASON",
+    "AllocatorChanges",
+    "AllocatorState",
+    "ObjectCache",
+    "ProblemNotice",
+    "StateCaches",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -71,17 +83,18 @@ class StateCaches:
     pods: ObjectCache
 
 
-Loaded = TypeVar("Loaded", GPU, GPUNode, GPUPool, SchedulingConfigTemplate)
+@dataclass(frozen=True, slots=True)
+class ProblemNotice:
+    """A new problem of one object: `key` is `Kind name` or `Kind namespace/name`; `reason`
+    the Event reason."""
+
+    key: str
+    reason: str
+    message: str
 
 
-def _load_all(model: type[Loaded], objects: Iterable[Mapping[str, Any]]) -> list[Loaded]:
-    loaded = []
-    for obj in objects:
-        try:
-            loaded.append(load_as(model, obj))
-        except ModelError as error:
-            _log.warning("skipped: %s", error)
-    return loaded
+UNREADABLE_REASON = "InvalidObject"
+"""Event reason for an object the allocator could not read."""
 
 
 @dataclass(slots=True)
@@ -95,6 +108,22 @@ class AllocatorState:
     last_report: RecoveryReport | None = None
     problems: dict[str, str] = field(default_factory=dict)
     """Objects the state could not read, by `Kind namespace/name`: for logs and Events."""
+    notices: list[ProblemNotice] = field(default_factory=list)
+    """Problems not yet published as Events (the problem reporter drains it)."""
+    refused: int = 0
+    """Allocations refused because they would over-commit a GPU (a metric)."""
+
+    def note(self, key: str, message: str, reason: str = UNREADABLE_REASON) -> None:
+        """Keep an object's problem; log it and queue its Event when it is new."""
+        if self.problems.get(key) == message:
+            return
+        self.problems[key] = message
+        _log.warning("%s: %s", key, message)
+        self.notices.append(ProblemNotice(key, reason, message))
+
+    def clear(self, key: str) -> None:
+        """The object reads well again."""
+        self.problems.pop(key, None)
 
     @property
     def ready(self) -> bool:
@@ -106,31 +135,36 @@ class AllocatorState:
     def recover(self) -> RecoveryReport:
         """Build the allocator from the caches (which must have synced)."""
         caches = self.caches
-        templates = {
-            t.metadata.name or "": t
-            for t in _load_all(SchedulingConfigTemplate, caches.templates.list())
-        }
-        effective, _ = choose_effective(read_quota(q) for q in caches.quotas.list())
-        inventory = ClusterInventory(
-            pools=_load_all(GPUPool, caches.pools.list()),
-            templates=templates,
-            quotas=[r.quota for r in effective.values() if r.enforceable and r.quota is not None],
-            gpus=_load_all(GPU, caches.gpus.list()),
-            gpu_nodes=_load_all(GPUNode, caches.gpu_nodes.list()),
-            nodes={str((n.get("metadata") or {}).get("name")): n for n in caches.nodes.list()},
-        )
+        inventory, unreadable = read_inventory(
+            pools=caches.pools.list(), templates=caches.templates.list(),
+            quotas=caches.quotas.list(), gpus=caches.gpus.list(),
+            gpu_nodes=caches.gpu_nodes.list(), nodes=caches.nodes.list(),
+        )  # fmt: skip
         allocator, report = recover(
             inventory, caches.pods.list(), self.isolation_policy, self.clock()
         )
+        report.unreadable.update(unreadable)
+        for key, message in unreadable.items():
+            self.note(key, message)
         for name, problems in report.gpu_problems.items():
-            self.problems[f"GPU {name}"] = "; ".join(problems)
+            self.note(f"GPU {name}", "; ".join(problems))
         for pod, message in report.skipped_pods.items():
-            self.problems[f"Pod {pod}"] = message
+            self.note(f"Pod {pod}", message)
+        for pod, message in report.refused_pods.items():
+            self.refused += 1
+            self.note(f"Pod {pod}", message, OVER_COMMIT_REASON)
         self.allocator, self.last_report = allocator, report
         return report
 
+    def _load_all(self, model: type[Any], objects: Iterable[Mapping[str, Any]]) -> list[Any]:
+        problems: dict[str, str] = {}
+        loaded = load_all(model, objects, problems)
+        for key, message in problems.items():
+            self.note(key, message)
+        return loaded
+
     def _templates(self) -> dict[str, SchedulingConfigTemplate]:
-        templates = _load_all(SchedulingConfigTemplate, self.caches.templates.list())
+        templates = self._load_all(SchedulingConfigTemplate, self.caches.templates.list())
         return {t.metadata.name or "": t for t in templates}
 
     # ---- events --------------------------------------------------------------------------
@@ -146,12 +180,12 @@ class AllocatorState:
         try:
             mapped = gpu_state(load_as(GPU, event.obj))
         except ModelError as error:
-            self.problems[f"GPU {event.key.name}"] = str(error)
+            self.note(f"GPU {event.key.name}", str(error))
             return
         if mapped.problems:
-            self.problems[f"GPU {event.key.name}"] = "; ".join(mapped.problems)
+            self.note(f"GPU {event.key.name}", "; ".join(mapped.problems))
         else:
-            self.problems.pop(f"GPU {event.key.name}", None)
+            self.clear(f"GPU {event.key.name}")
         if mapped.state.node:
             allocator.upsert_gpu(mapped.state)
         else:
@@ -163,7 +197,7 @@ class AllocatorState:
         if allocator is None:
             return
         templates = self._templates()
-        for pool in _load_all(GPUPool, self.caches.pools.list()):
+        for pool in self._load_all(GPUPool, self.caches.pools.list()):
             settings = pool_settings(pool, templates)
             if allocator.pools.get(settings.name) != settings:
                 allocator.set_pool(settings)
@@ -174,7 +208,15 @@ class AllocatorState:
         if allocator is None:
             return
         namespace = event.key.namespace
-        effective, _ = choose_effective(read_quota(q) for q in self.caches.quotas.list(namespace))
+        effective, superseded = choose_effective(
+            read_quota(q) for q in self.caches.quotas.list(namespace)
+        )
+        for read in [*effective.values(), *superseded]:
+            key = f"GPUResourceQuota {read.namespace}/{read.name}"
+            if read.problems:
+                self.note(key, "; ".join(read.problems))
+            else:
+                self.clear(key)
         reading = effective.get(namespace)
         if reading is not None and reading.enforceable and reading.quota is not None:
             allocator.set_quota(quota_spec(reading.quota))
@@ -193,7 +235,7 @@ class AllocatorState:
             try:
                 gpu_node = load_as(GPUNode, gpu_node_obj)
             except ModelError as error:
-                self.problems[f"GPUNode {name}"] = str(error)
+                self.note(object_key("GPUNode", gpu_node_obj), str(error))
         ram, disk = host_facts(gpu_node)
         allocator.set_node_facts(
             name, ram_bytes=ram, disk_bytes=disk,
@@ -228,12 +270,16 @@ class AllocatorState:
         try:
             request = request_from_pod(pod)
         except AnnotationError as error:
-            self.problems[f"Pod {key}"] = error.message
+            self.note(f"Pod {key}", error.message)
             return
         pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
         node = str((pod.get("spec") or {}).get("nodeName"))
         since = bound_since(pod, self.clock())
-        self.allocator.restore(request, node, worker_gpu_ids(pod), since, pending=pending)
+        try:
+            self.allocator.restore(request, node, worker_gpu_ids(pod), since, pending=pending)
+        except OverCommitError as error:
+            self.refused += 1
+            self.note(f"Pod {key}", str(error), OVER_COMMIT_REASON)
 
 
 def _ended(pod: Mapping[str, Any]) -> bool:

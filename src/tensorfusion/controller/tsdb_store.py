@@ -7,15 +7,16 @@ emptyDir at `/var/lib/tensor-fusion/tsdb`); files of earlier terms there are rem
 data is never read again (metrics.md §9.6).
 
 Writes to the embedded store go through `EmbeddedWriteBuffer`: rows that cannot be inserted
-(the file unwritable, the disk full) stay buffered and are retried with the next cycle, at
-most 20,000 rows; beyond that the oldest rows are dropped and counted, as the GreptimeDB
-writer does (metrics.md §6.3 step 6).
+(the file unwritable, the disk full) stay buffered and are retried with backoff, at most 20,000
+rows; beyond that the oldest rows are dropped and counted, as the GreptimeDB writer does
+(metrics.md §6.3 step 6). A row the database refuses for its data is dropped alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
@@ -32,8 +33,10 @@ from prometheus_client import CollectorRegistry
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore, EmbeddedMetricsStore
 from tensorfusion.adapters.tsdb.greptime_store import GreptimeSettings, GreptimeStore
 from tensorfusion.adapters.tsdb.greptime_writer import WriterMetrics
-from tensorfusion.adapters.tsdb.store import MetricsStore, StoreQueryError
+from tensorfusion.adapters.tsdb.store import MetricsStore
+from tensorfusion.adapters.tsdb.write_buffer import insert_isolating
 from tensorfusion.domain.alerting.dynamic_config import DEFAULT_TTL
+from tensorfusion.domain.metrics.backoff import Backoff
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.settings.controller_environment import TsdbEnvironment
 
@@ -86,7 +89,10 @@ class EmbeddedWriteBuffer:
         *,
         max_rows: int = EMBEDDED_BUFFER_ROWS,
         metrics: WriterMetrics | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
+        """`backoff`: the wait after an outage before rows are tried again (1 s doubling to
+        30 s by default); writes meanwhile only queue."""
         self.database = database
         self.max_rows = max_rows
         self.metrics = metrics or WriterMetrics()
@@ -98,6 +104,9 @@ class EmbeddedWriteBuffer:
         self._unlogged_drops: Tally[str] = Tally()
         self._last_drop_log = float("-inf")
         self.stopped = False
+        self.rejected: Tally[str] = Tally()
+        self._backoff = backoff or Backoff(initial_s=1.0, cap_s=30.0)
+        self._retry_at = float("-inf")
 
     def __len__(self) -> int:
         return sum(len(rows) for rows in self._pending.values())
@@ -140,45 +149,62 @@ class EmbeddedWriteBuffer:
             self._unlogged_drops.clear()
 
     async def write(self, rows: Sequence[MetricRow]) -> bool:
-        """Queue `rows`, then try to insert everything queued; True when nothing is left."""
+        """Queue `rows`, then try to insert everything queued; True when nothing is left.
+        Rows the database refuses for their data are found and dropped alone
+        (`insert_isolating`); after an outage the rows stay and the next try waits a backoff."""
         self.add(rows)
         async with self._lock:
-            if self.stopped:
+            if self.stopped or time.monotonic() < self._retry_at:
                 return False
             errors: list[str] = []
             for table in sorted(self._pending):
                 queue = self._pending[table]
-                if not queue:
+                if not queue or errors:
                     continue
                 batch = list(queue)
-                try:
-                    await asyncio.to_thread(self.database.insert_rows, batch)
-                except StoreQueryError as error:
-                    errors.append(str(error))
-                    continue
+                insert = functools.partial(self.database.insert_rows, report=False)
+                outcome = await asyncio.to_thread(insert_isolating, insert, batch)
                 for _ in batch:
                     queue.popleft()
-                self.metrics.rows_written.inc(len(batch))
+                queue.extendleft(reversed(outcome.pending))
+                self.metrics.rows_written.inc(outcome.inserted)
+                if outcome.rejected:
+                    self._record_rejected(table, outcome.rejected)
+                if outcome.error is not None:
+                    errors.append(str(outcome.error))
             self.metrics.buffer_rows.set(len(self))
             if errors:
                 self.metrics.write_errors.inc()
+                self._retry_at = time.monotonic() + self._backoff.next_delay()
                 message = "; ".join(errors)
                 if self.up or message != self.last_error:
                     _log.error(
-                        "embedded metrics store: insert failed, %d rows kept for the next "
-                        "cycle: %s",
+                        "embedded metrics store: insert failed, %d rows kept and retried with "
+                        "backoff: %s",
                         len(self),
                         message,
                     )
                 self.up = False
                 self.last_error = message
                 return False
+            self._backoff.reset()
             if not self.up:
                 _log.info("embedded metrics store: inserts work again")
             self.up = True
             self.last_error = ""
             self.metrics.last_success.set(time.time())
             return True
+
+    def _record_rejected(self, table: str, rejected: list[tuple[MetricRow, str]]) -> None:
+        """Count and log rows the database refused for their data (dropped, never retried)."""
+        self.metrics.rows_dropped.labels(table, "rejected").inc(len(rejected))
+        self.rejected[table] += len(rejected)
+        _log.error(
+            "embedded metrics store: dropped %d rows of %s that it refuses (their data): %s",
+            len(rejected),
+            table,
+            rejected[0][1],
+        )
 
 
 @dataclass(slots=True)

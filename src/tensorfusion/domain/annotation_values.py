@@ -74,8 +74,9 @@ def parse_quantity_value(text: str, example: str) -> Quantity:
     """A Kubernetes quantity ≥ 0."""
     try:
         value = parse_quantity(text)
-    except QuantityError:
-        raise InvalidValueError(f"not a quantity (example: {example})") from None
+    except QuantityError as error:
+        rule = error.rule if error.out_of_range else f"not a quantity (example: {example})"
+        raise InvalidValueError(rule) from None
     if value.value < 0:
         raise InvalidValueError("must not be negative")
     return value
@@ -85,8 +86,9 @@ def parse_percent(text: str) -> Quantity:
     """A quantity with 0 < v ≤ 100 (percent of one GPU)."""
     try:
         value = parse_quantity(text)
-    except QuantityError:
-        raise InvalidValueError("not a quantity (example: 50)") from None
+    except QuantityError as error:
+        rule = error.rule if error.out_of_range else "not a quantity (example: 50)"
+        raise InvalidValueError(rule) from None
     if not Decimal(0) < value.value <= Decimal(100):
         raise InvalidValueError("must be greater than 0 and at most 100")
     return value

@@ -2,17 +2,26 @@
 
 Values are exact decimals (never floats). The allocator works in integer units derived from
 them: TFLOPs in milli-TFLOPs, VRAM in bytes, percent in milli-percent.
+
+Parsing is bounded as Kubernetes' `resource.Quantity` bounds it: an exponent fits an int32 and
+a value is at most max int64 in magnitude (Kubernetes caps a larger value silently; here it is
+refused), rounded up to nano. The text is at most `MAX_QUANTITY_CHARS` long (Kubernetes has no
+such limit, but every value it can hold is written in far fewer characters).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 from decimal import ROUND_CEILING, Context, Decimal, localcontext
 from enum import Enum
 from typing import Final
 
 __all__ = [
+    "MAX_QUANTITY_CHARS",
+    "MAX_QUANTITY_EXPONENT",
+    "MAX_QUANTITY_MAGNITUDE",
     "Quantity",
     "QuantityError",
     "QuantityFormat",
@@ -30,8 +39,31 @@ class QuantityFormat(Enum):
     DECIMAL_EXPONENT = "DecimalExponent"
 
 
+MAX_QUANTITY_CHARS: Final = 128
+"""The longest quantity text read."""
+MAX_QUANTITY_EXPONENT: Final = 2**31 - 1
+"""The largest `e` exponent (Kubernetes: an int32; the least is -2^31)."""
+MAX_QUANTITY_MAGNITUDE: Final = 2**63 - 1
+"""The largest value in magnitude (Kubernetes: max int64)."""
+NOT_A_QUANTITY: Final = "not a quantity"
+
+
 class QuantityError(ValueError):
-    """A string that is not a Kubernetes quantity."""
+    """A string that is not a Kubernetes quantity, or one beyond the bounds.
+
+    Reads `invalid value "<text>": <rule>` (the one error format); `rule` alone is for callers
+    that name the field themselves, `out_of_range` tells a bound from bad syntax.
+    """
+
+    def __init__(self, text: object, rule: str = NOT_A_QUANTITY) -> None:
+        self.text = text if isinstance(text, str) else repr(text)
+        self.rule = rule
+        self.out_of_range = rule != NOT_A_QUANTITY
+        super().__init__(f"invalid value {_quote(self.text)}: {rule}")
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text if len(text) <= 80 else text[:80] + "...", ensure_ascii=False)
 
 
 _PATTERN: Final = re.compile(
@@ -57,7 +89,18 @@ _BINARY_BY_SHIFT: Final[list[tuple[int, str]]] = sorted(
     ((v, k) for k, v in _BINARY.items()), reverse=True
 )
 _NANO: Final = Decimal("1e-9")
-_CONTEXT: Final = Context(prec=80)
+_BELOW_NANO: Final = Decimal("1e-10")
+# Exact for every bounded text: its digits, times at most 2^60 (19 digits), with room to spare.
+_CONTEXT: Final = Context(prec=MAX_QUANTITY_CHARS + 40)
+_TOO_LONG: Final = f"longer than {MAX_QUANTITY_CHARS} characters"
+_EXPONENT_RANGE: Final = (
+    f"exponent outside {-MAX_QUANTITY_EXPONENT - 1}..{MAX_QUANTITY_EXPONENT} (an int32, as "
+    "Kubernetes reads it)"
+)
+_MAGNITUDE_RANGE: Final = (
+    f"must be at most {MAX_QUANTITY_MAGNITUDE} in magnitude (max int64, Kubernetes' largest "
+    "quantity)"
+)
 
 
 class Quantity:
@@ -145,33 +188,53 @@ class Quantity:
 
 
 def parse_quantity(text: str) -> Quantity:
-    """Parse Kubernetes quantity text ("16Gi", "100", "1500m", "1e3") exactly."""
+    """Parse Kubernetes quantity text ("16Gi", "100", "1500m", "1e3") exactly, within bounds."""
     if not isinstance(text, str):
-        raise QuantityError(f"not a quantity: {text!r}")
+        raise QuantityError(text)
+    if len(text) > MAX_QUANTITY_CHARS:
+        raise QuantityError(text, _TOO_LONG)
     return _parse_text(text)
 
 
 @functools.lru_cache(maxsize=8192)
 def _parse_text(text: str) -> Quantity:
     # Quantities are immutable, and clusters repeat the same few texts ("312", "80Gi").
-    match = _PATTERN.fullmatch(text.strip()) if text == text.strip() else None
+    match = _PATTERN.fullmatch(text)
     if match is None:
-        raise QuantityError(f"not a quantity: {text!r}")
+        raise QuantityError(text)
     number = Decimal(match["number"])
     if match["sign"] == "-":
         number = -number
     suffix = match["suffix"] or ""
+    exponent = 0
+    if suffix in _BINARY:
+        fmt = QuantityFormat.BINARY_SI
+        with localcontext(_CONTEXT):
+            number *= 2 ** _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        exponent, fmt = _DECIMAL[suffix], QuantityFormat.DECIMAL_SI
+    else:
+        exponent, fmt = int(suffix[1:]), QuantityFormat.DECIMAL_EXPONENT
+        if not -MAX_QUANTITY_EXPONENT - 1 <= exponent <= MAX_QUANTITY_EXPONENT:
+            raise QuantityError(text, _EXPONENT_RANGE)
     with localcontext(_CONTEXT):
-        if suffix in _BINARY:
-            value = number * (Decimal(2) ** _BINARY[suffix])
-            fmt = QuantityFormat.BINARY_SI
-        elif suffix in _DECIMAL:
-            value = number.scaleb(_DECIMAL[suffix])
-            fmt = QuantityFormat.DECIMAL_SI
-        else:
-            value = number.scaleb(int(suffix[1:]))
-            fmt = QuantityFormat.DECIMAL_EXPONENT
-    return Quantity(value, fmt)
+        quantity = Quantity(_scaled(number, exponent), fmt)
+    if abs(quantity.value) > MAX_QUANTITY_MAGNITUDE:
+        raise QuantityError(text, _MAGNITUDE_RANGE)
+    return quantity
+
+
+def _scaled(number: Decimal, exponent: int) -> Decimal:
+    """number × 10^exponent, exact in the bounds; far above them: a value beyond them; far below
+    a nano: a tenth of a nano (it rounds as any value under a nano does)."""
+    if number == 0:
+        return number
+    magnitude = number.adjusted() + exponent
+    if magnitude > 19:
+        return Decimal(MAX_QUANTITY_MAGNITUDE + 1).copy_sign(number)
+    if magnitude < -10:
+        return _BELOW_NANO.copy_sign(number)
+    return number.scaleb(exponent)
 
 
 @functools.lru_cache(maxsize=8192)

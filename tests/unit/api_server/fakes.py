@@ -52,8 +52,9 @@ def spec_inputs() -> tuple[SimulationInputs, VirtualCluster]:
         if spec.requested:
             native.add_requests(name, spec.requested)
     objects = virtual.objects
+    preparer = PodPreparer(objects.pools, objects.quotas, objects.gpus)
     inputs = SimulationInputs(
-        preparer=PodPreparer(objects.pools, objects.quotas, objects.gpus),
+        preparer=lambda: preparer,
         native=native,
         allocator=allocator_copy(virtual.allocator),
         args=gpu_scheduling_args(settings),

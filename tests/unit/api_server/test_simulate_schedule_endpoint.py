@@ -60,7 +60,7 @@ async def test_the_guide_pod_as_yaml_gives_the_spec_success_body(
     assert await response.json() == SUCCESS
     # Nothing changes: no assumption, no index advance, the pod is gone from the native view.
     assert ready.inputs.allocator.records == records
-    assert ready.inputs.preparer.index.peek() == 1
+    assert ready.inputs.preparer().index.peek() == 1
     assert ready.inputs.native.pods == {}
 
 

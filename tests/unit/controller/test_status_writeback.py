@@ -143,7 +143,7 @@ def quota(tflops: str = "1000", threshold: int = 50) -> dict[str, Any]:
 async def test_quota_status_is_written_when_usage_changes_and_alerts_once() -> None:
     api, recorder = FakeApi(), FakeRecorder()
     api.put(pool("shared"))
-    api.put(gpu("g1", "n1"))
+    api.put(gpu("g1", "n1", tflops="1000"))  # room for the 600 TFLOPs pod below
     api.put(quota())
     state = allocator_state(api)
     now = [NOW]

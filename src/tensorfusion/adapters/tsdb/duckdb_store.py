@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from tensorfusion.adapters.tsdb.store import (
     QueryResult,
+    StoreDataError,
     StoreHealth,
     StoreQueryError,
     StoreUnavailableError,
@@ -61,6 +62,16 @@ SANDBOX_CONFIG: Final[dict[str, str | bool | int]] = {
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
 }
+# What a row's own values cause (a type, a number, a time out of range): never worth a retry.
+_DATA_ERRORS: Final = (
+    duckdb.DataError,
+    duckdb.InvalidInputException,
+    duckdb.TypeMismatchException,
+    duckdb.IntegrityError,
+    TypeError,
+    ValueError,
+    OverflowError,
+)
 _IDENTIFIER_OK: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -226,28 +237,33 @@ class DuckDBMetricsStore:
 
     # ------------------------------------------------------------------ writes
 
-    def insert_rows(self, rows: Iterable[MetricRow]) -> int:
+    def insert_rows(self, rows: Iterable[MetricRow], *, report: bool = True) -> int:
         """Insert rows (grouped per table, in time order); returns the number inserted.
 
         A table whose insert fails does not stop the others; its rows are counted in
-        `rows_dropped` and logged, and StoreQueryError names every failure at the end.
+        `rows_dropped` and logged (unless `report` is False: the caller keeps them), and
+        StoreQueryError names every failure at the end: StoreDataError when every failure
+        was the rows' own values.
         """
         by_table: dict[str, list[MetricRow]] = defaultdict(list)
         for row in rows:
             by_table[row.table].append(row)
         inserted = 0
-        failures: list[str] = []
+        failures: list[StoreQueryError] = []
         with self._lock:
             for table, table_rows in by_table.items():
                 table_rows.sort(key=lambda row: row.ts_ms)
                 try:
                     inserted += self._insert_table(table, table_rows)
                 except StoreQueryError as error:
-                    self.rows_dropped.labels(table, "insert_failed").inc(len(table_rows))
-                    _log.error("%s; %d rows dropped", error, len(table_rows))
-                    failures.append(f"{error} ({len(table_rows)} rows dropped)")
+                    failures.append(error)
+                    if report:
+                        self.rows_dropped.labels(table, "insert_failed").inc(len(table_rows))
+                        _log.error("%s; %d rows dropped", error, len(table_rows))
+                        error.args = (f"{error} ({len(table_rows)} rows dropped)",)
         if failures:
-            raise StoreQueryError("; ".join(failures))
+            data = all(isinstance(error, StoreDataError) for error in failures)
+            raise (StoreDataError if data else StoreQueryError)("; ".join(map(str, failures)))
         return inserted
 
     def _insert_table(self, table: str, rows: list[MetricRow]) -> int:
@@ -266,8 +282,9 @@ class DuckDBMetricsStore:
                 f"(SELECT unnest(from_json_strict(?::JSON, ?), recursive := true))",
                 [orjson.dumps(payload).decode(), orjson.dumps([structure]).decode()],
             )
-        except (duckdb.Error, TypeError) as error:
-            raise StoreQueryError(f"embedded store: insert into {table} failed: {error}") from None
+        except (duckdb.Error, *_DATA_ERRORS) as error:
+            kind = StoreDataError if isinstance(error, _DATA_ERRORS) else StoreQueryError
+            raise kind(f"embedded store: insert into {table} failed: {error}") from None
         return len(rows)
 
     def ingest_lines(self, body: str, *, precision: str = "ms") -> int:

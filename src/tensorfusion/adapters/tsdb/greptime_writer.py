@@ -1,8 +1,11 @@
 """Line-protocol writes to GreptimeDB over HTTP (metrics.md §6.1, §6.3).
 
-Rows are encoded at once and buffered; one sender posts batches in order, at most one request
-in flight, retrying connection errors, timeouts, 408, 429, 5xx and "table not found" with
-backoff. Other 4xx drop the batch with a log line and a counter.
+Rows are checked against the schema (`check_row`: table, columns, types, time window; a bad
+row is dropped alone and counted by reason), encoded at once and buffered; one sender posts
+batches in order, at most one request in flight, retrying connection errors, timeouts, 408,
+429, 5xx and "table not found" with backoff. A 400 `RowsDropped` of the embedded store's write
+path counts the rows it dropped by reason, the rest as written; other 4xx drop the batch with a
+log line and a counter.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from dataclasses import dataclass
 from typing import Final
 
 import aiohttp
+import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tensorfusion.adapters.tsdb.write_buffer import BufferedLine, WriteBuffer
 from tensorfusion.domain.metrics.backoff import Backoff
 from tensorfusion.domain.metrics.line_protocol import UnencodableError, encode_row
+from tensorfusion.domain.metrics.row_check import DropReason, RowProblem, check_row
 from tensorfusion.domain.metrics.rows import MetricRow
 
 __all__ = ["LineProtocolWriter", "WriteEndpoint", "WriterMetrics", "is_missing_table_error"]
@@ -51,6 +56,21 @@ def is_missing_table_error(status: int, body: str) -> bool:
     return 400 <= status < 500 and "table" in text and ("not found" in text or "not exist" in text)
 
 
+def _partial_write(status: int, body: str) -> tuple[int, dict[str, int]] | None:
+    """(rows written, rows dropped by reason) of a 400 `RowsDropped` answer, else None."""
+    if status != 400 or "RowsDropped" not in body:
+        return None
+    try:
+        answer = orjson.loads(body)
+        written, dropped = answer["written"], answer["dropped"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    if not isinstance(written, int) or not isinstance(dropped, dict):
+        return None
+    counts = {str(k)[:40]: v for k, v in dropped.items() if isinstance(v, int) and v > 0}
+    return written, dict(list(counts.items())[:10])
+
+
 @dataclass(frozen=True, slots=True)
 class WriteEndpoint:
     """Where and how to POST line protocol."""
@@ -69,7 +89,8 @@ class WriterMetrics:
         )
         self.rows_dropped = Counter(
             "tf_metrics_rows_dropped",
-            "Rows dropped, by table and reason (buffer_full, rejected, unencodable)",
+            "Rows dropped, by table and reason (buffer_full, rejected, unencodable, and the "
+            "reasons of metrics.md §9.3: unknown_table, unknown_column, wrong_type, ...)",
             ["table", "reason"],
             registry=registry,
         )
@@ -113,6 +134,8 @@ class LineProtocolWriter:
         self._skipped_logged: set[tuple[str, str]] = set()
         self._pending_drops: Tally[str] = Tally()
         self._last_drop_log = 0.0
+        self._pending_invalid: Tally[str] = Tally()
+        self._last_invalid_log = float("-inf")
         self.up = True
         self.last_error = ""
         self.requests = 0
@@ -130,7 +153,11 @@ class LineProtocolWriter:
         skipped: set[tuple[str, str]] = set()
         now_s = time.monotonic()
         dropped: Tally[str] = Tally()
-        for row in rows:
+        for original in rows:
+            row = check_row(original, now_ms=None)  # writers may run on a simulated clock
+            if isinstance(row, RowProblem):
+                self._record_invalid(original.table, row)
+                continue
             try:
                 line = encode_row(row, skipped)
             except (TypeError, UnencodableError) as error:
@@ -147,6 +174,21 @@ class LineProtocolWriter:
         self.metrics.buffer_rows.set(len(self.buffer))
         if len(self.buffer) >= _BATCH_ROWS or self.buffer.bytes >= _BATCH_BYTES or len(self.buffer):
             self._wake.set()
+
+    def _record_invalid(self, table: str, problem: RowProblem) -> None:
+        """Count a row that does not fit the schema; log at most every minute, aggregated."""
+        label = "" if problem.reason is DropReason.UNKNOWN_TABLE else table
+        self.metrics.rows_dropped.labels(label, problem.reason.value).inc()
+        self._pending_invalid[problem.reason.value] += 1
+        now = time.monotonic()
+        if now - self._last_invalid_log >= _DROP_LOG_EVERY_S:
+            self._last_invalid_log = now
+            _log.error(
+                "metrics rows dropped, not written (%s); latest: %s",
+                dict(self._pending_invalid),
+                problem.message,
+            )
+            self._pending_invalid.clear()
 
     def _record_drops(self, dropped: Tally[str]) -> None:
         for table, count in dropped.items():
@@ -264,6 +306,9 @@ class LineProtocolWriter:
                 except Exception as error:  # re-creation failures are retried with the batch
                     _log.error("re-creating missing tables failed: %s", error)
             return self._retry(f"HTTP {status} (table missing, re-created): {text}")
+        partial = _partial_write(status, text)
+        if partial is not None:
+            return self._partial(batch, *partial, text)
         tables = Tally(entry.table for entry in batch)
         for table, count in tables.items():
             self.metrics.rows_dropped.labels(table, "rejected").inc(count)
@@ -275,6 +320,27 @@ class LineProtocolWriter:
             text,
         )
         return "drop"
+
+    def _partial(
+        self, batch: list[BufferedLine], written: int, dropped: dict[str, int], text: str
+    ) -> str:
+        """The store wrote some rows of the batch and dropped the others (400 `RowsDropped`):
+        the batch is done, nothing is sent again."""
+        self._backoff.reset()
+        self.up = True
+        self.last_error = f"HTTP 400: {text}"
+        self.metrics.rows_written.inc(written)
+        self.metrics.last_success.set(time.time())
+        for reason, count in dropped.items():
+            self.metrics.rows_dropped.labels("", reason).inc(count)
+        _log.error(
+            "metrics store wrote %d rows of a batch of %d and dropped %d: %s",
+            written,
+            len(batch),
+            sum(dropped.values()),
+            text,
+        )
+        return "ok"
 
     def _retry(self, message: str) -> str:
         if self.up or message != self.last_error:

@@ -12,6 +12,7 @@ from tensorfusion.domain.metrics.rows import MetricRow
 __all__ = [
     "MetricsStore",
     "QueryResult",
+    "StoreDataError",
     "StoreError",
     "StoreHealth",
     "StoreQueryError",
@@ -29,6 +30,11 @@ class StoreUnavailableError(StoreError):
 
 class StoreQueryError(StoreError):
     """The store answered with an error for this statement."""
+
+
+class StoreDataError(StoreQueryError):
+    """The store refused the rows themselves (a value, a type, a time): sending them again
+    cannot succeed, unlike an outage."""
 
 
 @dataclass(frozen=True, slots=True)

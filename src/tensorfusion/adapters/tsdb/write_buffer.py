@@ -2,15 +2,22 @@
 
 Encoded lines wait here until a batch is due. When the buffer is full the oldest rows are
 dropped first, log rows (`tf_system_log`) before metric rows; every drop is counted.
+`insert_isolating` keeps a batch that the store refuses for its data from blocking the rows
+behind it: the refused rows are found and dropped alone, an outage keeps them all.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Generic, TypeVar
 
-__all__ = ["BufferedLine", "WriteBuffer"]
+from tensorfusion.adapters.tsdb.store import StoreDataError, StoreError
+
+__all__ = ["BufferedLine", "Isolation", "WriteBuffer", "insert_isolating"]
+
+T = TypeVar("T")
 
 LOG_TABLE: Final = "tf_system_log"
 
@@ -99,3 +106,43 @@ class WriteBuffer:
         for queue in (self._logs, self._metrics):
             while queue and queue[0].sequence <= last:
                 self._bytes -= queue.popleft().size
+
+
+@dataclass(slots=True)
+class Isolation(Generic[T]):
+    """What became of a batch: rows inserted, rows refused alone for their data (with the
+    store's message), and rows not tried or not inserted because of an outage (`error`)."""
+
+    inserted: int = 0
+    rejected: list[tuple[T, str]] = field(default_factory=list)
+    pending: list[T] = field(default_factory=list)
+    error: StoreError | None = None
+
+
+def insert_isolating(insert: Callable[[list[T]], object], rows: list[T]) -> Isolation[T]:
+    """Insert `rows`; on StoreDataError insert each half again, down to single rows, so only
+    the rows the store refuses alone are rejected (about k·log2(n) inserts for k bad rows).
+    Any other StoreError stops: that part and everything after it are `pending`, to be retried.
+    `insert` must be all or nothing per call."""
+    outcome: Isolation[T] = Isolation()
+    chunks = [rows] if rows else []
+    while chunks:
+        chunk = chunks.pop()
+        if outcome.error is not None:
+            outcome.pending.extend(chunk)
+            continue
+        try:
+            insert(chunk)
+        except StoreDataError as error:
+            if len(chunk) == 1:
+                outcome.rejected.append((chunk[0], str(error)))
+            else:
+                middle = len(chunk) // 2
+                chunks.extend((chunk[middle:], chunk[:middle]))
+            continue
+        except StoreError as error:
+            outcome.error = error
+            outcome.pending.extend(chunk)
+            continue
+        outcome.inserted += len(chunk)
+    return outcome

@@ -15,7 +15,7 @@ from tensorfusion.domain.allocator.gpu_accounting import (
     update_isolation_lock,
     update_running_apps,
 )
-from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES, GPUState
+from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES, GPUState, room_failure
 from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaSpec
 from tensorfusion.domain.allocator.records import (
@@ -28,7 +28,7 @@ from tensorfusion.domain.allocator.workload_mix import WorkloadMix
 from tensorfusion.domain.model.scheduling import Placement
 from tensorfusion.domain.vocabulary import IsolationPolicy, PlacementMode
 
-__all__ = ["AllocationError", "Allocator", "PoolSettings"]
+__all__ = ["AllocationError", "Allocator", "OverCommitError", "PoolSettings"]
 
 ASSUME_TTL_SECONDS = 60.0
 _FACTS = (
@@ -45,6 +45,10 @@ def _facts(gpu: GPUState) -> tuple[object, ...]:
 
 class AllocationError(ValueError):
     """An allocation that cannot be made or found."""
+
+
+class OverCommitError(AllocationError):
+    """A restore that would charge a GPU beyond its room (nothing was changed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,11 +259,17 @@ class Allocator:
         its node and is charged its full quota (request × count), so quota usage is never
         lost to an inconsistent annotation. `pending`: the pod has not left Pending, so its
         index still blocks others on the node (`PodIndexBusy`).
+
+        OverCommitError, changing nothing, when a GPU lacks room for the pod by the filter's
+        own check (a second allocation of a GPU, bound by a leader that lost its Lease); a GPU
+        of unknown (zero) capacity is not checked.
         """
         wanted = tuple(dict.fromkeys(gpu_names))
         unknown = tuple(n for n in wanted if n not in self.gpus)
         elsewhere = tuple(n for n in wanted if n in self.gpus and self.gpus[n].node != node_name)
         names = tuple(n for n in wanted if n not in unknown)
+        if request.pod_uid not in self.records:
+            self._check_room(request, names)
         # Only a record with no known GPU converts percent values with the pool's largest GPU.
         fallback = 0 if names else self._largest_capacity_tflops(request.pool)
         self.release(request.pod_uid)
@@ -270,6 +280,18 @@ class Allocator:
         record.pending = pending
         self._apply(record, sign=1)
         return RestoreOutcome(record, unknown, elsewhere)
+
+    def _check_room(self, request: AllocationRequest, names: tuple[str, ...]) -> None:
+        for name in names:
+            gpu = self.gpus[name]
+            if gpu.capacity_tflops <= 0 or gpu.capacity_vram <= 0:
+                continue
+            failure = room_failure(gpu, request, explain=True)
+            if failure is not None:
+                raise OverCommitError(
+                    f"pod {request.key}: gpu-ids names GPU {name}, which has no room for it "
+                    f"({failure[1]}): the allocation is refused, the GPU keeps its earlier pods"
+                )
 
     def release(self, uid: str) -> AllocationRecord | None:
         """Idempotently undo whatever the pod holds."""

@@ -3,7 +3,7 @@ re-validation of an assumed GPU at bind (§12 step 4)."""
 
 from __future__ import annotations
 
-from tensorfusion.domain.allocator.gpu_state import TENSOR_FUSION_USER, WHOLE_CARD_MODES, GPUState
+from tensorfusion.domain.allocator.gpu_state import TENSOR_FUSION_USER, GPUState, room_failure
 from tensorfusion.domain.allocator.quota import charge_for, check_single, check_total
 from tensorfusion.domain.allocator.request_context import (
     GPU_INDEX,
@@ -18,7 +18,6 @@ from tensorfusion.domain.allocator.request_context import (
     VENDOR,
     RequestContext,
 )
-from tensorfusion.domain.quantities import format_bytes, format_milli
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationMode, IsolationPolicy
 
 __all__ = ["gpu_failure", "phase_failure", "revalidation_failure"]
@@ -53,29 +52,9 @@ def gpu_failure(ctx: RequestContext, gpu: GPUState, explain: bool) -> tuple[int,
         )
     if isolation is not None:
         return isolation
-    if mode in WHOLE_CARD_MODES:
-        if not gpu.is_idle():
-            return SHARED_WHOLE, "GPU is not idle"
-    elif gpu.whole_holders:
-        return RESOURCE, "GPU is held whole by a shared pod"
-    need = request.request
-    need_tflops = (
-        need.tflops_milli if not need.percent_milli else need.tflops_on(gpu.capacity_tflops)
-    )
-    eff_tflops = gpu.available_tflops - gpu.assumed_tflops
-    if need_tflops and eff_tflops < need_tflops:
-        return RESOURCE, (
-            f"available tflops {format_milli(eff_tflops)} < request {format_milli(need_tflops)}"
-            if explain
-            else ""
-        )
-    eff_vram = gpu.available_vram - gpu.assumed_vram
-    if need.vram_bytes and eff_vram < need.vram_bytes:
-        return RESOURCE, (
-            f"available vram {format_bytes(eff_vram)} < request {format_bytes(need.vram_bytes)}"
-            if explain
-            else ""
-        )
+    room = room_failure(gpu, request, explain)
+    if room is not None:
+        return (SHARED_WHOLE if room[0] else RESOURCE), room[1]
     if ctx.percent_quota:
         reason_text = percent_quota_failure(ctx, gpu)
         if reason_text is not None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.quantities import format_bytes, format_milli
 from tensorfusion.domain.topology import PeerLink
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationMode, IsolationPolicy
 
@@ -16,6 +17,7 @@ __all__ = [
     "GPUState",
     "RunningApp",
     "RunningPod",
+    "room_failure",
 ]
 
 TENSOR_FUSION_USER = "tensor-fusion"
@@ -161,3 +163,35 @@ class GPUState:
         self.available_vram = min(
             max(self.capacity_vram - self.committed_vram, 0), self.capacity_vram
         )
+
+
+def room_failure(
+    gpu: GPUState, request: AllocationRequest, explain: bool
+) -> tuple[bool, str] | None:
+    """Why the GPU has no room for the request (§4 stages 5-6), or None: (whole-card stage,
+    reason; the reason of a resource shortfall only with `explain`). The one capacity check,
+    used by the filter and by `restore`."""
+    if request.isolation in WHOLE_CARD_MODES:
+        if not gpu.is_idle():
+            return True, "GPU is not idle"
+    elif gpu.whole_holders:
+        return False, "GPU is held whole by a shared pod"
+    need = request.request
+    need_tflops = (
+        need.tflops_milli if not need.percent_milli else need.tflops_on(gpu.capacity_tflops)
+    )
+    eff_tflops = gpu.available_tflops - gpu.assumed_tflops
+    if need_tflops and eff_tflops < need_tflops:
+        return False, (
+            f"available tflops {format_milli(eff_tflops)} < request {format_milli(need_tflops)}"
+            if explain
+            else ""
+        )
+    eff_vram = gpu.available_vram - gpu.assumed_vram
+    if need.vram_bytes and eff_vram < need.vram_bytes:
+        return False, (
+            f"available vram {format_bytes(eff_vram)} < request {format_bytes(need.vram_bytes)}"
+            if explain
+            else ""
+        )
+    return None

@@ -3,7 +3,10 @@
 Pools, templates, quotas, GPUs, GPUNodes and Nodes are loaded first; then every live worker
 pod's `tensor-fusion.ai/gpu-ids` is restored as a committed record (the stored GPU
 `status.available` is never read). The result lists what could not be restored and why, for
-the caller to log and record as Events; nothing here raises for bad cluster data.
+the caller to log and record as Events; nothing here raises for bad cluster data: an object
+that cannot be read (a quantity beyond the bounds, say) is that object's problem, and a pod
+whose GPUs have no room left for it (a second allocation of a GPU) is refused, the earliest
+bound pod keeping the GPU.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from tensorfusion.domain.allocator.allocator import Allocator
+from tensorfusion.domain.allocator.allocator import Allocator, OverCommitError
 from tensorfusion.domain.allocator.mapping import (
     gpu_state,
     host_facts,
@@ -21,9 +24,11 @@ from tensorfusion.domain.allocator.mapping import (
     pool_settings,
     quota_spec,
 )
+from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
 from tensorfusion.domain.allocator.records import RestoreOutcome
 from tensorfusion.domain.annotation_errors import AnnotationError
 from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.model import ModelError, load_as
 from tensorfusion.domain.model.gpu import GPU
 from tensorfusion.domain.model.node import GPUNode
 from tensorfusion.domain.model.pool import GPUPool
@@ -33,16 +38,22 @@ from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.domain.vocabulary import IsolationPolicy
 
 __all__ = [
+    "OVER_COMMIT_REASON",
     "ClusterInventory",
     "RecoveryReport",
     "bound_since",
     "is_live_worker",
+    "load_all",
     "load_inventory",
+    "object_key",
+    "read_inventory",
     "recover",
     "worker_gpu_ids",
 ]
 
 _FINISHED: Final = frozenset({"Succeeded", "Failed"})
+OVER_COMMIT_REASON: Final = "GPUAllocationRefused"
+"""Event reason (and pod condition type) for a pod whose GPUs had no room for it at restore."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +77,10 @@ class RecoveryReport:
     gpu_problems: dict[str, tuple[str, ...]] = field(default_factory=dict)
     skipped_pods: dict[str, str] = field(default_factory=dict)
     """`namespace/name` → why the pod holds no record (bad annotations)."""
+    refused_pods: dict[str, str] = field(default_factory=dict)
+    """`namespace/name` → why the pod's allocation was refused (it would over-commit a GPU)."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """`Kind name` or `Kind namespace/name` (`object_key`) → why the object was left out."""
 
     @property
     def inconsistent(self) -> list[RestoreOutcome]:
@@ -113,6 +128,57 @@ def is_live_worker(pod: Mapping[str, Any], keys: Keys = KEYS) -> bool:
     return not deleting or keys.finalizer in (metadata.get("finalizers") or ())
 
 
+def object_key(kind: str, obj: Mapping[str, Any]) -> str:
+    """`Kind name`, or `Kind namespace/name` for a namespaced object (the problems' key)."""
+    metadata = obj.get("metadata") or {}
+    namespace, name = metadata.get("namespace"), metadata.get("name")
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+Loaded = TypeVar("Loaded", GPU, GPUNode, GPUPool, SchedulingConfigTemplate)
+
+
+def load_all(
+    model: type[Loaded], objects: Iterable[Mapping[str, Any]], problems: dict[str, str]
+) -> list[Loaded]:
+    """The objects that load as `model`; each one that does not goes to `problems`."""
+    loaded = []
+    for obj in objects:
+        try:
+            loaded.append(load_as(model, obj))
+        except ModelError as error:
+            problems[object_key(model.__name__, obj)] = str(error)
+    return loaded
+
+
+def read_inventory(
+    *,
+    pools: Iterable[Mapping[str, Any]] = (),
+    templates: Iterable[Mapping[str, Any]] = (),
+    quotas: Iterable[Mapping[str, Any]] = (),
+    gpus: Iterable[Mapping[str, Any]] = (),
+    gpu_nodes: Iterable[Mapping[str, Any]] = (),
+    nodes: Iterable[Mapping[str, Any]] = (),
+) -> tuple[ClusterInventory, dict[str, str]]:
+    """The inventory of the cluster's raw objects, and the objects left out and why."""
+    problems: dict[str, str] = {}
+    loaded_templates = load_all(SchedulingConfigTemplate, templates, problems)
+    effective, superseded = choose_effective(read_quota(q) for q in quotas)
+    for reading in [*effective.values(), *superseded]:
+        if reading.problems:
+            key = f"GPUResourceQuota {reading.namespace}/{reading.name}"
+            problems[key] = "; ".join(reading.problems)
+    inventory = ClusterInventory(
+        pools=load_all(GPUPool, pools, problems),
+        templates={t.metadata.name or "": t for t in loaded_templates},
+        quotas=[r.quota for r in effective.values() if r.enforceable and r.quota is not None],
+        gpus=load_all(GPU, gpus, problems),
+        gpu_nodes=load_all(GPUNode, gpu_nodes, problems),
+        nodes={str((n.get("metadata") or {}).get("name")): n for n in nodes},
+    )
+    return inventory, problems
+
+
 def load_inventory(allocator: Allocator, inventory: ClusterInventory) -> dict[str, tuple[str, ...]]:
     """Install pools, quotas, GPUs and node facts; returns the problems of GPU objects."""
     for pool in inventory.pools:
@@ -148,20 +214,29 @@ def recover(
     """A new allocator holding the cluster's inventory and every live worker's record."""
     allocator = Allocator(isolation_policy=isolation_policy)
     report = RecoveryReport(gpu_problems=load_inventory(allocator, inventory))
-    for pod in pods:
-        if not is_live_worker(pod, keys):
-            continue
-        metadata = pod.get("metadata") or {}
-        key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+    live = [pod for pod in pods if is_live_worker(pod, keys)]
+    # The earliest bound pod keeps a GPU that two pods were bound to.
+    live.sort(key=lambda pod: (bound_since(pod, now), _pod_key(pod)))
+    for pod in live:
+        key = _pod_key(pod)
         try:
             request = request_from_pod(pod, keys)
         except AnnotationError as error:
             report.skipped_pods[key] = error.message
             continue
         pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
-        outcome = allocator.restore(
-            request, str((pod.get("spec") or {}).get("nodeName")), worker_gpu_ids(pod, keys),
-            bound_since(pod, now), pending=pending,
-        )  # fmt: skip
+        try:
+            outcome = allocator.restore(
+                request, str((pod.get("spec") or {}).get("nodeName")), worker_gpu_ids(pod, keys),
+                bound_since(pod, now), pending=pending,
+            )  # fmt: skip
+        except OverCommitError as error:
+            report.refused_pods[key] = str(error)
+            continue
         report.restored.append(outcome)
     return allocator, report
+
+
+def _pod_key(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"

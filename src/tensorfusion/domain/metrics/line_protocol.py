@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 import orjson
@@ -16,6 +16,7 @@ __all__ = [
     "encode_row",
     "encode_rows",
     "parse_lines",
+    "parse_records",
 ]
 
 _PRECISION_TO_MS: Final[dict[str, tuple[int, int]]] = {
@@ -282,7 +283,7 @@ def encode_rows(rows: Iterable[MetricRow], skipped: set[tuple[str, str]] | None 
 # ----------------------------------------------------------------------------------- parsing
 
 
-def _records(body: str) -> Iterable[tuple[int, list[str]]]:
+def _records(body: str) -> Iterator[tuple[int, list[str]]]:
     """Split a body into (line number, [head, fields, timestamp?]) records.
 
     Backslash escapes are kept for the later steps; double quotes delimit strings only in the
@@ -380,10 +381,10 @@ def _unescape(text: str) -> str:
 
 def _parse_field_value(text: str, line_number: int, key: str) -> FieldValue:
     if not text:
-        raise LineProtocolError(f"line {line_number}: field {key!r} has no value")
+        raise LineProtocolError(f"line {line_number}: field {key[:100]!r} has no value")
     if text[0] == '"':
         if len(text) < 2 or text[-1] != '"':
-            raise LineProtocolError(f"line {line_number}: field {key!r}: unterminated string")
+            raise LineProtocolError(f"line {line_number}: field {key[:100]!r}: unterminated string")
         body = text[1:-1]
         out: list[str] = []
         index = 0
@@ -405,61 +406,95 @@ def _parse_field_value(text: str, line_number: int, key: str) -> FieldValue:
             return int(text[:-1])
         except ValueError:
             raise LineProtocolError(
-                f"line {line_number}: field {key!r}: {text!r} is not an integer"
+                f"line {line_number}: field {key[:100]!r}: {text[:100]!r} is not an integer"
             ) from None
     try:
         value = float(text)
     except ValueError:
         raise LineProtocolError(
-            f"line {line_number}: field {key!r}: {text!r} is not a number, boolean or string"
+            f"line {line_number}: field {key[:100]!r}: {text[:100]!r} is not a number, "
+            "boolean or string"
         ) from None
     if not math.isfinite(value):
-        raise LineProtocolError(f"line {line_number}: field {key!r}: {text!r} is not finite")
+        raise LineProtocolError(
+            f"line {line_number}: field {key[:100]!r}: {text[:100]!r} is not finite"
+        )
     return value
 
 
-def parse_lines(body: str, *, precision: str = "ms", default_ts_ms: int = 0) -> list[MetricRow]:
-    """Parse a write request body; raises LineProtocolError naming the first bad line."""
+def _precision_factors(precision: str) -> tuple[int, int]:
     try:
-        multiply, divide = _PRECISION_TO_MS[precision]
+        return _PRECISION_TO_MS[precision]
     except KeyError:
         raise LineProtocolError(
             f"precision {precision!r} is not supported; allowed: {', '.join(_PRECISION_TO_MS)}"
         ) from None
+
+
+def _parse_record(
+    line_number: int, sections: list[str], factors: tuple[int, int], default_ts_ms: int
+) -> MetricRow:
+    if len(sections) not in (2, 3):
+        raise LineProtocolError(
+            f"line {line_number}: expected 'measurement[,tags] fields [timestamp]'"
+        )
+    head = _split_unescaped(sections[0], ",", quotes=False)
+    measurement = _unescape(head[0])
+    if not measurement:
+        raise LineProtocolError(f"line {line_number}: missing measurement")
+    tags: dict[str, str] = {}
+    for pair in head[1:]:
+        key, sep, value = _partition_unescaped(pair)
+        if not sep or not key or not value:
+            raise LineProtocolError(f"line {line_number}: malformed tag {pair[:100]!r}")
+        tags[_unescape(key)] = _unescape(value)
+    fields: dict[str, FieldValue] = {}
+    for pair in _split_unescaped(sections[1], ",", quotes=True):
+        key, sep, value = _partition_unescaped(pair)
+        if not sep or not key:
+            raise LineProtocolError(f"line {line_number}: malformed field {pair[:100]!r}")
+        name = _unescape(key)
+        fields[name] = _parse_field_value(value, line_number, name)
+    if len(sections) < 3:
+        return MetricRow(measurement, default_ts_ms, tags, fields)
+    stamp_text = sections[2]
+    digits = stamp_text.removeprefix("-")
+    if len(digits) > 32 or not (digits.isascii() and digits.isdigit()):
+        raise LineProtocolError(
+            f"line {line_number}: timestamp {stamp_text[:40]!r} is not an integer"
+        )
+    multiply, divide = factors
+    return MetricRow(measurement, int(stamp_text) * multiply // divide, tags, fields)
+
+
+def parse_records(
+    body: str, *, precision: str = "ms", default_ts_ms: int = 0
+) -> Iterator[MetricRow | LineProtocolError]:
+    """Each line of a body parsed on its own: its row, or the error naming the line (an
+    unterminated string at the end is the last item). LineProtocolError for a bad precision."""
+    factors = _precision_factors(precision)
+    records = _records(body)
+    while True:
+        try:
+            line_number, sections = next(records)
+        except StopIteration:
+            return
+        except LineProtocolError as error:
+            yield error
+            return
+        try:
+            yield _parse_record(line_number, sections, factors, default_ts_ms)
+        except LineProtocolError as error:
+            yield error
+
+
+def parse_lines(body: str, *, precision: str = "ms", default_ts_ms: int = 0) -> list[MetricRow]:
+    """Parse a body whole; raises LineProtocolError naming the first bad line."""
     rows: list[MetricRow] = []
-    for line_number, sections in _records(body):
-        if len(sections) not in (2, 3):
-            raise LineProtocolError(
-                f"line {line_number}: expected 'measurement[,tags] fields [timestamp]'"
-            )
-        head = _split_unescaped(sections[0], ",", quotes=False)
-        measurement = _unescape(head[0])
-        if not measurement:
-            raise LineProtocolError(f"line {line_number}: missing measurement")
-        tags: dict[str, str] = {}
-        for pair in head[1:]:
-            key, sep, value = _partition_unescaped(pair)
-            if not sep or not key or not value:
-                raise LineProtocolError(f"line {line_number}: malformed tag {pair!r}")
-            tags[_unescape(key)] = _unescape(value)
-        fields: dict[str, FieldValue] = {}
-        for pair in _split_unescaped(sections[1], ",", quotes=True):
-            key, sep, value = _partition_unescaped(pair)
-            if not sep or not key:
-                raise LineProtocolError(f"line {line_number}: malformed field {pair!r}")
-            name = _unescape(key)
-            fields[name] = _parse_field_value(value, line_number, name)
-        if len(sections) == 3:
-            try:
-                stamp = int(sections[2])
-            except ValueError:
-                raise LineProtocolError(
-                    f"line {line_number}: timestamp {sections[2]!r} is not an integer"
-                ) from None
-            ts_ms = stamp * multiply // divide
-        else:
-            ts_ms = default_ts_ms
-        rows.append(MetricRow(measurement, ts_ms, tags, fields))
+    for item in parse_records(body, precision=precision, default_ts_ms=default_ts_ms):
+        if isinstance(item, LineProtocolError):
+            raise item
+        rows.append(item)
     return rows
 
 

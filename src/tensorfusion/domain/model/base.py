@@ -97,16 +97,14 @@ def _to_quantity(value: Any) -> Quantity:
         return value
     if isinstance(value, bool):
         raise PydanticCustomError("quantity", _QUANTITY_HINT)
-    if isinstance(value, int):
-        return Quantity(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise PydanticCustomError("quantity", _QUANTITY_HINT)
-        return Quantity(Decimal(repr(value)))
-    if isinstance(value, str):
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("quantity", _QUANTITY_HINT)
+    if isinstance(value, int | float | str):
         try:
-            return parse_quantity(value)
-        except QuantityError:
+            return parse_quantity(value if isinstance(value, str) else repr(value))
+        except QuantityError as error:
+            if error.out_of_range:
+                raise PydanticCustomError("quantity", "{rule}", {"rule": error.rule}) from None
             raise PydanticCustomError("quantity", _QUANTITY_HINT) from None
     raise PydanticCustomError("quantity", _QUANTITY_HINT)
 

@@ -9,6 +9,7 @@ bound pods from the informer cache): the decision reads it through `NativeView`.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from collections.abc import Mapping
@@ -111,6 +112,12 @@ class PodNativeView:
         return facts.allocatable.cpu_milli - self.cluster.usage[node].cpu_milli
 
 
+def _usage_copy(usage: NodeUsage) -> NodeUsage:
+    copied = copy.copy(usage)
+    copied.scalar = dict(usage.scalar)
+    return copied
+
+
 @dataclass(slots=True)
 class _PodClass:
     """Pods with one `class_key`: the token of their shared outcomes and how many there are."""
@@ -146,6 +153,26 @@ class NativeCluster:
         for name in sorted(node_objects):
             cluster.set_node(name, node_objects[name])
         return cluster
+
+    def copy(self) -> NativeCluster:
+        """An independent copy for a reader in another thread (reading fills memos and pops
+        stale heap entries): node facts and compiled pods are shared (immutable), usage and
+        the bookkeeping copied, the outcome memos start empty."""
+        return NativeCluster(
+            plugins=self.plugins,
+            facts=dict(self.facts),
+            usage={name: _usage_copy(usage) for name, usage in self.usage.items()},
+            pods=dict(self.pods),
+            bound=dict(self.bound),
+            outcomes={name: {} for name in self.outcomes},
+            free=self.free.copy(),
+            _classes={key: _PodClass(c.token, c.members) for key, c in self._classes.items()},
+            _next_token=self._next_token,
+            _names=None,
+            _fullest={resource: list(heap) for resource, heap in self._fullest.items()},
+            _version=dict(self._version),
+            _min_allocatable=None,
+        )
 
     # ---- nodes -----------------------------------------------------------------------------
 

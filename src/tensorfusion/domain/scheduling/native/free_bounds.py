@@ -44,6 +44,11 @@ class FreeBounds:
         if len(self._heaps[0]) > 4 * len(self._current) + 64:
             self._compact()
 
+    def copy(self) -> FreeBounds:
+        """An independent copy (reading pops stale entries, so a second reader needs one)."""
+        return FreeBounds(tuple(list(heap) for heap in self._heaps), dict(self._current),
+                          self._serial)  # fmt: skip
+
     def remove(self, name: str) -> None:
         """Forget a node."""
         self._current.pop(name, None)
