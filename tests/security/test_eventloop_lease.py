@@ -81,5 +81,8 @@ async def test_a_leader_under_hostile_load_keeps_its_lease(
     assert len(watch.renewals) >= 2, summary
     assert leader.component.exit_code is None
     assert "leadership lost" not in log
-    assert "Traceback" not in log and "RecursionError" not in log
+    # No request failed inside the API (a traceback through its files, an ERROR line of its
+    # logger); an informer's retried watch may log one when the API server sheds (429) itself.
+    assert "tensorfusion/api_server/" not in log and "RecursionError" not in log
+    assert "ERROR tensorfusion.api_server" not in log
     assert status == 200 and "tf_controller_event_loop_lag_max_seconds" in metrics
