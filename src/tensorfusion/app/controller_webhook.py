@@ -3,9 +3,9 @@
 Every replica serves it, leader or not: `WebhookWork.run` keeps the certificate from its Secret
 (issuing it when absent), starts HTTPS on `WEBHOOK_PORT` once a certificate is loaded, and
 refreshes it every 30 s (a renewed or replaced Secret is served without restart). `/readyz`
-waits for the certificate through `WebhookWork.ready`. The admitter reads the replica's caches,
-asks the leader for pod indices, and writes counters and workloads; `autoMigration` follows the
-dynamic configuration without restart.
+waits for the site to listen with its certificate through `WebhookWork.ready`. The admitter
+reads the replica's caches, asks the leader for pod indices, and writes counters and
+workloads; `autoMigration` follows the dynamic configuration without restart.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class WebhookWork:
     admitter: ClusterAdmitter
     metrics: WebhookMetrics
     address: str
+    listening: bool = False
 
     @classmethod
     def create(
@@ -105,8 +106,8 @@ class WebhookWork:
         self.apply_config(config)
 
     def ready(self) -> bool:
-        """Whether a certificate is loaded (the site serves once it is)."""
-        return self.certificates.ready
+        """Whether the HTTPS site listens with a loaded certificate."""
+        return self.listening and self.certificates.ready
 
     async def run(self) -> None:
         """Certificate first, then HTTPS until cancelled; the certificate refreshed meanwhile."""
@@ -117,7 +118,9 @@ class WebhookWork:
         server = await serve(create_webhook_app(self.admitter, self.metrics), self.address,
                              ssl_context=context)  # fmt: skip
         _log.info("pod webhook listening on %s (HTTPS)", server.address)
+        self.listening = True
         try:
             await self.certificates.run()
         finally:
+            self.listening = False
             await server.stop()
