@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from tensorfusion.adapters.kube.object_client import KubeError
 from tensorfusion.app.controller_metrics import ControllerCollector
 from tensorfusion.controller.allocator_state import UNREADABLE_REASON, AllocatorState
 from tensorfusion.controller.problem_reports import ProblemReporter
@@ -157,3 +158,43 @@ def test_the_metrics_count_refusals_and_problems() -> None:
     ))  # fmt: skip
     assert registry.get_sample_value("tf_controller_allocations_refused_total") == 2
     assert registry.get_sample_value("tf_controller_object_problems") == 5
+
+
+def readable(api: FakeApi, kind: str, name: str) -> dict[str, Any] | None:
+    conditions = api.obj(kind, name).get("status", {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "Readable"), None)
+
+
+async def test_a_bad_pool_or_gpu_node_carries_a_readable_condition_until_fixed() -> None:
+    state = recovered_state()
+    caches = state.caches
+    api = FakeApi()
+    for cache in (caches.pools, caches.gpu_nodes):
+        for obj in cache.list():
+            api.put(obj)
+    api.fail("patch", "GPUPool", "broken", KubeError(500, "etcd timeout"))
+    reporter = ProblemReporter(
+        state=state, client=api, fence=Fence(), recorder=FakeRecorder(),
+        caches={"GPUNode": caches.gpu_nodes, "GPUPool": caches.pools},
+        now=lambda: "2026-12-05T00:00:00Z",
+    )  # fmt: skip
+    await reporter.publish()
+    node_condition = readable(api, "GPUNode", "node-b")
+    assert node_condition is not None
+    assert (node_condition["status"], node_condition["reason"]) == ("False", UNREADABLE_REASON)
+    assert "longer than 128 characters" in node_condition["message"]
+    assert readable(api, "GPUPool", "broken") is None  # the write failed: tried again
+    assert readable(api, "GPUPool", "shared") is None and readable(api, "GPUNode", "node-a") is None
+    await reporter.publish()
+    pool_condition = readable(api, "GPUPool", "broken")
+    assert pool_condition is not None and pool_condition["status"] == "False"
+    # Fixed: the informer delivers the object (with its condition) and a good spec.
+    pools = caches.pools
+    assert isinstance(pools, FakeCache)
+    fixed_pool = {**api.obj("GPUPool", "broken"), "spec": pool("broken")["spec"]}
+    state.on_pool_or_template(pools.put(fixed_pool))
+    assert "GPUPool broken" not in state.problems
+    await reporter.publish()
+    fixed = readable(api, "GPUPool", "broken")
+    assert fixed is not None and (fixed["status"], fixed["reason"]) == ("True", "ReadsWell")
+    assert fixed["lastTransitionTime"] == "2026-12-05T00:00:00Z"

@@ -110,6 +110,8 @@ class AllocatorState:
     """Objects the state could not read, by `Kind namespace/name`: for logs and Events."""
     notices: list[ProblemNotice] = field(default_factory=list)
     """Problems not yet published as Events (the problem reporter drains it)."""
+    cleared: list[str] = field(default_factory=list)
+    """Keys whose problem went away, not yet published (the reporter clears their condition)."""
     refused: int = 0
     """Allocations refused because they would over-commit a GPU (a metric)."""
 
@@ -123,7 +125,9 @@ class AllocatorState:
 
     def clear(self, key: str) -> None:
         """The object reads well again."""
-        self.problems.pop(key, None)
+        if self.problems.pop(key, None) is not None:
+            _log.info("%s reads well again", key)
+            self.cleared.append(key)
 
     @property
     def ready(self) -> bool:
@@ -158,9 +162,14 @@ class AllocatorState:
 
     def _load_all(self, model: type[Any], objects: Iterable[Mapping[str, Any]]) -> list[Any]:
         problems: dict[str, str] = {}
-        loaded = load_all(model, objects, problems)
-        for key, message in problems.items():
-            self.note(key, message)
+        listed = list(objects)
+        loaded = load_all(model, listed, problems)
+        for obj in listed:
+            key = object_key(model.__name__, obj)
+            if key in problems:
+                self.note(key, problems[key])
+            else:
+                self.clear(key)
         return loaded
 
     def _templates(self) -> dict[str, SchedulingConfigTemplate]:
@@ -232,10 +241,13 @@ class AllocatorState:
         gpu_node_obj = self.caches.gpu_nodes.get(name)
         gpu_node = None
         if gpu_node_obj is not None:
+            key = object_key("GPUNode", gpu_node_obj)
             try:
                 gpu_node = load_as(GPUNode, gpu_node_obj)
             except ModelError as error:
-                self.note(object_key("GPUNode", gpu_node_obj), str(error))
+                self.note(key, str(error))
+            else:
+                self.clear(key)
         ram, disk = host_facts(gpu_node)
         allocator.set_node_facts(
             name, ram_bytes=ram, disk_bytes=disk,
