@@ -28,6 +28,7 @@ from .conftest import DeleteLater
 from .controller_replicas import Replica, Start
 from .controlplane import ControlPlane, eventually, free_port
 from .nodes import FakeGpuNodes
+from .sealed_workers import create_sealed_worker
 from .test_controller_process_alerts import notices, service_account_token
 from .test_controller_reconcilers import GPU, GPU_NODE, POD, read, worker_pod
 from .test_node_agent import H100, pool_of_one_node, start_agent
@@ -139,7 +140,7 @@ async def test_agent_rows_reach_the_embedded_store_and_fire_the_default_rules(
         index, value = encode_index(2)
         idle.spec.containers[0].resources.limits = {index: str(value)}
         for pod in (busy, idle):
-            await kube.create(pod)
+            await create_sealed_worker(kube, pod)
         sim = tmp_path / "gpus.yaml"
         sim.write_text(simulation(hot, cool, "busy"))
         agent = start_agent(control_plane, tmp_path, node, pool, sim, free_port(),

@@ -8,11 +8,13 @@ import json
 import secrets
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import aiohttp
 import pytest
 from lightkube import AsyncClient
 from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
 from tensorfusion.domain.annotations import KEYS
@@ -22,6 +24,7 @@ from .conftest import DeleteLater
 from .controller_replicas import EXECUTABLE, Replica, Start, holder, install_crds
 from .controlplane import Component, ControlPlane, eventually
 from .nodes import FakeGpuNodes
+from .sealed_workers import create_sealed_worker
 from .test_controller_reconcilers import (
     CLUSTER,
     GPU,
@@ -289,7 +292,7 @@ async def test_a_new_leader_rebuilds_exactly_the_allocation_and_releases_a_delet
         shown = await eventually(kubectl_shows_running, what="kubectl get: all Running",
                                  components=[first.component])  # fmt: skip
         assert "TOTAL TFLOPS" in shown and "AVAILABLE VRAM" in shown
-        await kube.create(worker_pod("w0", namespace, pool, node, gpus[0]))
+        await create_sealed_worker(kube, worker_pod("w0", namespace, pool, node, gpus[0]))
 
         async def allocation(replica: Replica) -> dict[str, Any] | None:
             try:
@@ -301,6 +304,18 @@ async def test_a_new_leader_rebuilds_exactly_the_allocation_and_releases_a_delet
 
         before = await eventually(lambda: allocation(first), what="the worker's allocation",
                                   components=[first.component])  # fmt: skip
+        # A bound worker whose gpu-ids no scheduler wrote (no seal) is refused, not adopted.
+        await kube.create(worker_pod("forged", namespace, pool, node, gpus[1]))
+
+        async def unsealed_event() -> bool:
+            events = [e async for e in kube.list(Event, namespace=namespace)]
+            return any(e.reason == "UnsealedAllocation" and e.involvedObject.name == "forged"
+                       for e in events)  # fmt: skip
+
+        await eventually(unsealed_event, what="the UnsealedAllocation Event",
+                         components=[first.component])  # fmt: skip
+        assert not status(await read(kube, GPU, gpus[1])).get("runningApps")
+        assert await allocation(first) == before | {"generatedAt": ANY}
         corrupted = {"status": {"available": {"tflops": "1", "vram": "1"}}}
         await kube.patch(GPU.Status, gpus[0], corrupted, patch_type=PatchType.MERGE)
         first.component.kill()

@@ -27,6 +27,7 @@ from .conftest import DeleteLater
 from .controller_replicas import EXECUTABLE, Start, install_crds
 from .controlplane import Component, ControlPlane, eventually, free_port
 from .nodes import FakeGpuNodes
+from .sealed_workers import create_sealed_worker
 from .test_controller_reconcilers import GPU, GPU_NODE, POD, POOL, V1, read, status, worker_pod
 
 pytestmark = pytest.mark.cluster
@@ -156,7 +157,7 @@ async def test_an_agent_with_simulated_gpus_writes_them_and_follows_the_provider
     assert node in shown and uuids[0] in shown and "Running" in shown
 
     # A worker holds the second GPU; then both GPUs go from the provider.
-    await kube.create(worker_pod("holder", namespace, pool, node, uuids[1]))
+    await create_sealed_worker(kube, worker_pod("holder", namespace, pool, node, uuids[1]))
 
     async def held() -> bool:
         return bool(status(await read(kube, GPU, uuids[1])).get("runningApps"))

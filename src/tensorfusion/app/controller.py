@@ -49,6 +49,7 @@ from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.metrics_leader import LeaderMetricsService
 from tensorfusion.controller.native_state import NativeState
+from tensorfusion.controller.seal_key import load_seal_key, seal_secret_name
 from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import (
@@ -118,7 +119,12 @@ class ControllerProcess:
         return self.leading.is_set()
 
     async def start_leading(self) -> None:
-        """Recover the allocator from the synced caches, then start the leader-only work."""
+        """Read the allocation seal's key, recover the allocator from the synced caches, then
+        start the leader-only work."""
+        self.state.seal_key = await load_seal_key(
+            self.client, namespace=self.env.namespace,
+            name=seal_secret_name(self.env.release_fullname),
+        )  # fmt: skip
         await self.informers.wait_synced()
         report = self.state.recover()
         _log.info(

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tensorfusion.domain.allocator.allocation_seal import UNSEALED_REASON, seal_problem
 from tensorfusion.domain.allocator.allocator import Allocator, OverCommitError
 from tensorfusion.domain.allocator.change_feed import ChangeCursor
 from tensorfusion.domain.allocator.mapping import (
@@ -38,6 +39,7 @@ from tensorfusion.domain.allocator.recovery import (
     worker_gpu_ids,
 )
 from tensorfusion.domain.annotation_errors import AnnotationError
+from tensorfusion.domain.devices.committed_allocation import running_pod_uids
 from tensorfusion.domain.model import (
     GPU,
     GPUNode,
@@ -113,7 +115,10 @@ class AllocatorState:
     cleared: list[str] = field(default_factory=list)
     """Keys whose problem went away, not yet published (the reporter clears their condition)."""
     refused: int = 0
-    """Allocations refused because they would over-commit a GPU (a metric)."""
+    """Allocations refused because they would over-commit a GPU or carry no valid seal (a
+    metric)."""
+    seal_key: bytes = field(default=b"", repr=False)
+    """The allocation seal's key (set before recovery); empty: sealing off."""
 
     def note(self, key: str, message: str, reason: str = UNREADABLE_REASON) -> None:
         """Keep an object's problem; log it and queue its Event when it is new."""
@@ -145,8 +150,9 @@ class AllocatorState:
             gpu_nodes=caches.gpu_nodes.list(), nodes=caches.nodes.list(),
         )  # fmt: skip
         allocator, report = recover(
-            inventory, caches.pods.list(), self.isolation_policy, self.clock()
-        )
+            inventory, caches.pods.list(), self.isolation_policy, self.clock(),
+            seal_key=self.seal_key, committed=self._committed,
+        )  # fmt: skip
         report.unreadable.update(unreadable)
         for key, message in unreadable.items():
             self.note(key, message)
@@ -157,8 +163,16 @@ class AllocatorState:
         for pod, message in report.refused_pods.items():
             self.refused += 1
             self.note(f"Pod {pod}", message, OVER_COMMIT_REASON)
+        for pod, message in report.unsealed_pods.items():
+            self.refused += 1
+            self.note(f"Pod {pod}", message, UNSEALED_REASON)
         self.allocator, self.last_report = allocator, report
         return report
+
+    def _committed(self, gpu: str) -> frozenset[str]:
+        """The pod uids the GPU object's `runningApps` lists (committed by a leader)."""
+        obj = self.caches.gpus.get(gpu)
+        return running_pod_uids(obj) if obj is not None else frozenset()
 
     def _load_all(self, model: type[Any], objects: Iterable[Mapping[str, Any]]) -> list[Any]:
         problems: dict[str, str] = {}
@@ -287,11 +301,19 @@ class AllocatorState:
         pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
         node = str((pod.get("spec") or {}).get("nodeName"))
         since = bound_since(pod, self.clock())
+        gpus = worker_gpu_ids(pod)
+        unsealed = seal_problem(pod, gpus, self.seal_key, self._committed)
+        if unsealed is not None:
+            self.refused += 1
+            self.note(f"Pod {key}", unsealed, UNSEALED_REASON)
+            return
         try:
-            self.allocator.restore(request, node, worker_gpu_ids(pod), since, pending=pending)
+            self.allocator.restore(request, node, gpus, since, pending=pending)
         except OverCommitError as error:
             self.refused += 1
             self.note(f"Pod {key}", str(error), OVER_COMMIT_REASON)
+            return
+        self.clear(f"Pod {key}")
 
 
 def _ended(pod: Mapping[str, Any]) -> bool:

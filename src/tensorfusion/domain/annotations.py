@@ -134,6 +134,7 @@ class Keys:
     effective_hard_sm_percent: str
     container_gpus: str
     partition_uuids: str
+    allocation_seal: str
 
     # Pool, node, GPU and workload annotations (api.md §2).
     is_default_pool: str
@@ -269,6 +270,7 @@ def build_keys(prefix: str = DEFAULT_PREFIX, suffix: str = DEFAULT_SUFFIX) -> Ke
         effective_hard_sm_percent=key("effective-hard-sm-percent"),
         container_gpus=key("container-gpus"),
         partition_uuids=key("partition-uuids"),
+        allocation_seal=key("allocation-seal"),
         is_default_pool=key("is-default-pool"),
         honour_maintenance_window=key("honour-maintenance-window"),
         manual_compaction=key("manual-compaction"),

@@ -1,7 +1,8 @@
 """Allocation annotations a pod may not bring itself (admission.md §2): `gpu-ids`, `index`,
-`effective-hard-sm-percent`, `container-gpus` (the extender's bind patch writes them, an UPDATE
-the webhook does not intercept) and `partition-uuids`. A created pod carrying one claims GPUs
-the scheduler never gave it; the webhook denies it (403) on every route.
+`effective-hard-sm-percent`, `container-gpus`, `allocation-seal` (the extender's bind patch
+writes them, an UPDATE the webhook does not intercept) and `partition-uuids`. A created pod
+carrying one claims GPUs the scheduler never gave it; the webhook denies it (403) on every
+route.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ _RULE = "written only by the TensorFusion scheduler when it binds the pod; a new
 def allocation_annotation_keys(keys: Keys) -> tuple[str, ...]:
     """The annotations only the scheduler writes."""
     return (keys.gpu_ids, keys.index, keys.effective_hard_sm_percent, keys.container_gpus,
-            keys.partition_uuids)  # fmt: skip
+            keys.allocation_seal, keys.partition_uuids)  # fmt: skip
 
 
 def allocation_claims(pod: Mapping[str, Any], keys: Keys) -> list[Problem]:

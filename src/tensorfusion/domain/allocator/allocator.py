@@ -74,6 +74,8 @@ class Allocator:
     _changes: ChangeFeed = field(default_factory=ChangeFeed)
     mixes: dict[str, WorkloadMix] = field(default_factory=dict, compare=False, repr=False)
     """Per pool, the request sizes seen so far (FragmentationAware pools only)."""
+    seal_key: bytes = field(default=b"", compare=False, repr=False)
+    """The key the bind patch seals allocations with (`allocation_seal`); empty: unsealed."""
 
     # ---- inventory -------------------------------------------------------------------------
 

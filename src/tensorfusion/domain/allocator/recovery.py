@@ -6,16 +6,18 @@ pod's `tensor-fusion.ai/gpu-ids` is restored as a committed record (the stored G
 the caller to log and record as Events; nothing here raises for bad cluster data: an object
 that cannot be read (a quantity beyond the bounds, say) is that object's problem, and a pod
 whose GPUs have no room left for it (a second allocation of a GPU) is refused, the earliest
-bound pod keeping the GPU.
+bound pod keeping the GPU. With a seal key, a pod whose allocation the scheduler did not write
+(`allocation_seal`) is refused too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
+from tensorfusion.domain.allocator.allocation_seal import seal_problem
 from tensorfusion.domain.allocator.allocator import Allocator, OverCommitError
 from tensorfusion.domain.allocator.mapping import (
     gpu_state,
@@ -79,6 +81,8 @@ class RecoveryReport:
     """`namespace/name` → why the pod holds no record (bad annotations)."""
     refused_pods: dict[str, str] = field(default_factory=dict)
     """`namespace/name` → why the pod's allocation was refused (it would over-commit a GPU)."""
+    unsealed_pods: dict[str, str] = field(default_factory=dict)
+    """`namespace/name` → why the pod's `gpu-ids` are not the scheduler's (`seal_problem`)."""
     unreadable: dict[str, str] = field(default_factory=dict)
     """`Kind name` or `Kind namespace/name` (`object_key`) → why the object was left out."""
 
@@ -210,9 +214,13 @@ def recover(
     isolation_policy: IsolationPolicy,
     now: float,
     keys: Keys = KEYS,
+    *,
+    seal_key: bytes = b"",
+    committed: Callable[[str], frozenset[str]] = lambda _gpu: frozenset(),
 ) -> tuple[Allocator, RecoveryReport]:
-    """A new allocator holding the cluster's inventory and every live worker's record."""
-    allocator = Allocator(isolation_policy=isolation_policy)
+    """A new allocator holding the cluster's inventory and every live worker's record whose
+    allocation is the scheduler's (`seal_problem` with `seal_key` and `committed`)."""
+    allocator = Allocator(isolation_policy=isolation_policy, seal_key=seal_key)
     report = RecoveryReport(gpu_problems=load_inventory(allocator, inventory))
     live = [pod for pod in pods if is_live_worker(pod, keys)]
     # The earliest bound pod keeps a GPU that two pods were bound to.
@@ -225,9 +233,14 @@ def recover(
             report.skipped_pods[key] = error.message
             continue
         pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
+        gpus = worker_gpu_ids(pod, keys)
+        unsealed = seal_problem(pod, gpus, seal_key, committed, keys)
+        if unsealed is not None:
+            report.unsealed_pods[key] = unsealed
+            continue
         try:
             outcome = allocator.restore(
-                request, str((pod.get("spec") or {}).get("nodeName")), worker_gpu_ids(pod, keys),
+                request, str((pod.get("spec") or {}).get("nodeName")), gpus,
                 bound_since(pod, now), pending=pending,
             )  # fmt: skip
         except OverCommitError as error:

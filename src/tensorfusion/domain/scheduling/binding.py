@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.allocator.allocation_seal import seal
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.filter_chain import node_health_failure
 from tensorfusion.domain.allocator.gpu_stages import revalidation_failure
@@ -195,6 +196,10 @@ def bind_patch(
 ) -> tuple[tuple[dict[str, Any], ...], tuple[BindEvent, ...]]:
     """The JSON patch of §12 step 5 and the events it raises."""
     values: dict[str, str] = {keys.gpu_ids: ",".join(record.gpus), keys.index: str(index)}
+    if allocator.seal_key:
+        values[keys.allocation_seal] = seal(
+            allocator.seal_key, uid=record.request.pod_uid, node=record.node, gpus=record.gpus
+        )
     first = allocator.gpus.get(record.gpus[0]) if record.gpus else None
     percent = effective_hard_sm_percent(record.request, first.capacity_tflops if first else 0)
     if percent is not None:
@@ -216,7 +221,8 @@ def rollback_patch(pod: Mapping[str, Any], keys: Keys = KEYS) -> tuple[dict[str,
 
 
 def _bind_keys(keys: Keys) -> tuple[str, ...]:
-    return (keys.gpu_ids, keys.index, keys.effective_hard_sm_percent, keys.container_gpus)
+    return (keys.gpu_ids, keys.index, keys.effective_hard_sm_percent, keys.container_gpus,
+            keys.allocation_seal)  # fmt: skip
 
 
 def allocated_event(record: AllocationRecord) -> BindEvent:
