@@ -157,6 +157,8 @@ def load_json_document(data: bytes | str, limits: DocumentLimits = DEFAULT_LIMIT
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
+        if "limit exceeded" in str(exc):  # orjson stops at 1,024 levels, past our limit
+            raise _too_deep(limits) from None
         raise DocumentError(f"not valid JSON: {exc}") from None
     problem = nesting_problem(value, limits)
     if problem is not None:

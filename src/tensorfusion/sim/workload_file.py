@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,13 +25,19 @@ __all__ = [
 ]
 
 
+_PLAIN_SECONDS: Final = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
+
+
 def parse_seconds(value: Any) -> float:
     """Seconds from a number or a Go duration text such as `90s`, `5m`, `1h30m`."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"not a duration (examples: 90, 30s, 5m, 1h30m): {value!r}")
     if isinstance(value, str):
+        text = value.strip()
+        if _PLAIN_SECONDS.fullmatch(text):
+            return float(text)
         try:
-            return parse_go_duration(value.strip()) / 1e9
+            return parse_go_duration(text) / 1e9
         except DurationError:
             raise ValueError(f"not a duration (examples: 90, 30s, 5m, 1h30m): {value!r}") from None
     if not math.isfinite(value) or value < 0:

@@ -12,7 +12,7 @@ from tensorfusion.sim.engine import PodOutcome, Simulation, SimulationResult
 from tensorfusion.sim.report import build_report
 from tensorfusion.sim.runner import SimulationOptions, new_simulation
 from tensorfusion.sim.virtual_cluster import VirtualCluster
-from tensorfusion.sim.workload_file import WorkloadFile
+from tensorfusion.sim.workload_file import WorkloadFile, parse_seconds
 
 from .traces import HARDWARE, POOL, PREFIX
 
@@ -123,3 +123,14 @@ def test_quiet_stretches_are_skipped_not_walked(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(Simulation, "_sample", counting)
     result = run(LONG)
     assert visited == [s.t for s in result.samples]  # 6 of 1,678 sample times
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), (" 1.5 ", 1.5), ("1h30m", 5400.0)])
+def test_a_duration_text_may_be_plain_seconds(text: str, seconds: float) -> None:
+    assert parse_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1e9", "-5", "90x", "9" * 13])
+def test_other_duration_texts_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_seconds(text)
