@@ -216,6 +216,24 @@ def test_the_only_job_is_the_uninstall_hook(default: Rendered, production: Rende
         assert "uninstall" in [*container.get("command", []), *container.get("args", [])]
 
 
+def test_the_controller_and_the_job_run_locked_down(default: Rendered) -> None:
+    """Non-root, read-only root with /tmp and the store as emptyDirs, nothing to escalate."""
+    [job] = default.all("Job")
+    for pod in (controller(default)["spec"]["template"], job["spec"]["template"]):
+        context = pod["spec"]["securityContext"]
+        assert context["runAsNonRoot"] is True and context["runAsUser"] == 65532
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in pod["spec"]["containers"]:
+            own = container["securityContext"]
+            assert own["readOnlyRootFilesystem"] is True
+            assert own["allowPrivilegeEscalation"] is False
+            assert own["capabilities"] == {"drop": ["ALL"]}
+    mounts = {m["mountPath"] for m in controller_container(default)["volumeMounts"]}
+    assert {"/tmp", "/var/lib/tensor-fusion/tsdb"} <= mounts
+    volumes = {v["name"]: v for v in controller(default)["spec"]["template"]["spec"]["volumes"]}
+    assert "emptyDir" in volumes["tmp"] and "emptyDir" in volumes["tsdb"]
+
+
 def test_the_production_overlay(production: Rendered) -> None:
     deployment = controller(production)
     assert deployment["spec"]["replicas"] == 2

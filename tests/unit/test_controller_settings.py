@@ -84,12 +84,18 @@ def test_logging_flags_are_accepted_and_metrics_path_is_noticed() -> None:
          '-scheduler-extender-bind-address: invalid value "0.0.0.0:8082": must be a loopback'),
         (["-host-port-range", "42000-40000"], '-host-port-range: invalid value "42000-40000"'),
         (["stray"], 'unexpected argument "stray": the controller takes flags only'),
+        (["-metrics-secure"], "-metrics-secure: not supported in this version: /metrics is "
+                              "served over plain HTTP"),
     ],
 )  # fmt: skip
 def test_a_bad_flag_is_one_clear_error(argv: list[str], message: str) -> None:
     with pytest.raises(FlagError) as error:
         parse_controller_flags(argv)
     assert str(error.value).startswith(message)
+
+
+def test_metrics_secure_false_is_accepted() -> None:
+    assert not parse_controller_flags(["-metrics-secure=false"]).metrics_secure
 
 
 def test_loopback_extender_addresses_are_accepted() -> None:

@@ -11,7 +11,7 @@ import base64
 import datetime
 import ssl
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
@@ -44,7 +44,7 @@ class Issued:
     """A certificate and its private key, PEM-encoded."""
 
     cert_pem: bytes
-    key_pem: bytes
+    key_pem: bytes = field(repr=False)
 
     def write(self, directory: Path, name: str) -> tuple[Path, Path]:
         """Writes ``<name>.crt`` and ``<name>.key`` (mode 0600) and returns their paths."""

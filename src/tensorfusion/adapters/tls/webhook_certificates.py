@@ -21,7 +21,7 @@ import os
 import ssl
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from cryptography import x509
@@ -59,9 +59,9 @@ class CertificateBundle:
     when the controller issued it (so it can renew)."""
 
     cert_pem: bytes
-    key_pem: bytes
+    key_pem: bytes = field(repr=False)
     ca_pem: bytes | None = None
-    ca_key_pem: bytes | None = None
+    ca_key_pem: bytes | None = field(default=None, repr=False)
 
     @property
     def certificate(self) -> x509.Certificate:

@@ -16,7 +16,7 @@ import logging
 import time
 from collections import Counter as Tally
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import aiohttp
@@ -76,7 +76,7 @@ class WriteEndpoint:
     """Where and how to POST line protocol."""
 
     url: str
-    authorization: str = ""
+    authorization: str = field(default="", repr=False)
 
 
 class WriterMetrics:

@@ -169,6 +169,13 @@ def _any(flag: str, value: str) -> str:
 
 
 _NO_EFFECT: Final = "accepted; no effect in this version: there is no {what}"
+METRICS_SECURE_REFUSED: Final = (
+    "-metrics-secure: not supported in this version: /metrics is served over plain HTTP "
+    "without authentication; leave the flag out and limit who reaches -metrics-bind-address "
+    "(docs/security.md), or turn /metrics off with -metrics-bind-address 0"
+)
+"""Refused rather than accepted and ignored: an operator who asks for it must not believe it
+is on."""
 
 FLAGS: Final[tuple[FlagSpec, ...]] = (
     FlagSpec("metrics-bind-address", "metrics_bind_address", False, _metrics_address),
@@ -256,6 +263,8 @@ def parse_controller_flags(argv: Sequence[str]) -> ControllerFlags:
             notices.append(f"-{name}: {spec.notice}")
         if spec.attribute is not None:
             values[spec.attribute] = parsed
+    if values.get("metrics_secure"):
+        raise FlagError(METRICS_SECURE_REFUSED)
     known = {f.name for f in fields(ControllerFlags)}
     assert set(values) <= known
     return ControllerFlags(**values, given=frozenset(given), notices=tuple(dict.fromkeys(notices)))

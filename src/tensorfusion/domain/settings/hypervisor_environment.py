@@ -80,7 +80,7 @@ class HypervisorEnvironment:
     metrics_write_url: str = ""
     metrics_write_db: str = ""
     metrics_write_user: str = ""
-    metrics_write_password: str = ""
+    metrics_write_password: str = field(default="", repr=False)
     metrics_write_token_file: str = SERVICE_ACCOUNT_TOKEN_FILE
     """`TF_METRICS_WRITE_TOKEN_FILE`: the bearer token sent with metric writes (the embedded
     store checks it), read anew every metrics cycle; default the pod's ServiceAccount token.
