@@ -262,13 +262,21 @@ def test_the_metrics_target_follows_the_controller_tsdb_environment() -> None:
     embedded = ControllerEnvironment.from_mapping(
         {"OPERATOR_NAMESPACE": "tf-sys", "TF_RELEASE_FULLNAME": "tensor-fusion-sys"}
     )
+    token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
     assert metrics_write_target(embedded) == MetricsWriteTarget(
-        url="http://tensor-fusion-sys.tf-sys.svc:8080", db="public")  # fmt: skip
+        url="http://tensor-fusion-sys.tf-sys.svc:8080", db="public", token_file=token)  # fmt: skip
+    to_embedded = HypervisorPodSettings(namespace="n", default_image="i:1",
+                                        metrics=metrics_write_target(embedded))  # fmt: skip
+    assert env_of(render(settings=to_embedded))["TF_METRICS_WRITE_TOKEN_FILE"] == token
     hosted = ControllerEnvironment.from_mapping(
         {"TSDB_MYSQL_HOST": "greptime.db.svc", "TSDB_HTTP_PORT": "4100",
          "TSDB_MYSQL_DATABASE": "metrics"})  # fmt: skip
     assert metrics_write_target(hosted) == MetricsWriteTarget(
         url="http://greptime.db.svc:4100", db="metrics")  # fmt: skip
+    # GreptimeDB never gets an agent's ServiceAccount token.
+    to_greptime = HypervisorPodSettings(namespace="n", default_image="i:1",
+                                        metrics=metrics_write_target(hosted))  # fmt: skip
+    assert "TF_METRICS_WRITE_TOKEN_FILE" not in env_of(render(settings=to_greptime))
     cloud = ControllerEnvironment.from_mapping(
         {"TSDB_MYSQL_HOST": "x.greptime.cloud", "TSDB_IS_CLOUD": "true", "TSDB_MYSQL_USER": "me",
          "TSDB_MYSQL_PASSWORD": "secret", "TF_RELEASE_FULLNAME": "tensor-fusion-sys"})  # fmt: skip

@@ -40,6 +40,7 @@ from tensorfusion.domain.desired_state.objects import (
     uid_of,
 )
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
+from tensorfusion.domain.settings.hypervisor_environment import SERVICE_ACCOUNT_TOKEN_FILE
 
 __all__ = [
     "CONTAINER_NAME",
@@ -102,6 +103,9 @@ class MetricsWriteTarget:
     password_secret: str = ""
     """Cloud mode: the Secret holding the password (referenced, never copied into the pod)."""
     password_key: str = "password"
+    token_file: str = ""
+    """`TF_METRICS_WRITE_TOKEN_FILE`: the ServiceAccount token, for the embedded store only
+    (GreptimeDB never gets an agent's token)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +146,8 @@ def metrics_write_target(env: ControllerEnvironment) -> MetricsWriteTarget:
     tsdb = env.tsdb
     if not tsdb.greptime:
         service = f"{env.release_fullname}.{env.namespace}.svc"
-        return MetricsWriteTarget(url=f"http://{service}:{env.api_port}", db="public")
+        return MetricsWriteTarget(url=f"http://{service}:{env.api_port}", db="public",
+                                  token_file=SERVICE_ACCOUNT_TOKEN_FILE)  # fmt: skip
     if tsdb.is_cloud:
         secret = tsdb.password_secret or f"{env.release_fullname}-greptimedb-secret"
         return MetricsWriteTarget(url=f"https://{tsdb.mysql_host}", db=tsdb.database,
@@ -286,6 +291,7 @@ def _env(inputs: HypervisorInputs, settings: HypervisorPodSettings, port: int) -
         ("TF_METRICS_WRITE_URL", metrics.url),
         ("TF_METRICS_WRITE_DB", metrics.db),
         ("TF_METRICS_WRITE_USER", metrics.user),
+        ("TF_METRICS_WRITE_TOKEN_FILE", metrics.token_file),
     ]
     env: list[Any] = []
     for name, value in values:

@@ -81,10 +81,12 @@ class HypervisorEnvironment:
     metrics_write_db: str = ""
     metrics_write_user: str = ""
     metrics_write_password: str = field(default="", repr=False)
-    metrics_write_token_file: str = SERVICE_ACCOUNT_TOKEN_FILE
+    metrics_write_token_file: str = ""
     """`TF_METRICS_WRITE_TOKEN_FILE`: the bearer token sent with metric writes (the embedded
-    store checks it), read anew every metrics cycle; default the pod's ServiceAccount token.
-    Out of a pod (tests, `dev up`), a file holding a token of the agent's ServiceAccount."""
+    store checks it), read anew every metrics cycle; empty (the default): no token is sent.
+    The controller sets it to the pod's ServiceAccount token only when the agents write to its
+    embedded store, never for GreptimeDB. Out of a pod (tests, `dev up`), a file holding a
+    token of the agent's ServiceAccount."""
     simulated_gpus: str = ""
     """`TF_SIMULATED_GPUS`: a simulated provider file (tests, demos); empty means NVML."""
     metrics_extra_labels: Mapping[str, str] = field(default_factory=dict)
@@ -143,8 +145,7 @@ class HypervisorEnvironment:
             metrics_write_db=env.get("TF_METRICS_WRITE_DB", "").strip(),
             metrics_write_user=env.get("TF_METRICS_WRITE_USER", ""),
             metrics_write_password=env.get("TF_METRICS_WRITE_PASSWORD", ""),
-            metrics_write_token_file=env.get("TF_METRICS_WRITE_TOKEN_FILE", "").strip()
-            or SERVICE_ACCOUNT_TOKEN_FILE,
+            metrics_write_token_file=env.get("TF_METRICS_WRITE_TOKEN_FILE", "").strip(),
             simulated_gpus=env.get("TF_SIMULATED_GPUS", "").strip(),
             metrics_extra_labels=extra,
             warnings=tuple(warnings),
