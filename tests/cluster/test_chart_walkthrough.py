@@ -280,8 +280,13 @@ async def walk(
             phases = [cluster.get("status", {}).get("phase"),
                       pool.get("status", {}).get("phase")]  # fmt: skip
             for name in nodes:
-                phases.append((await kube.get(GPU_NODE, name)).to_dict()
-                              .get("status", {}).get("phase"))  # fmt: skip
+                try:
+                    gpu_node = (await kube.get(GPU_NODE, name)).to_dict()
+                except ApiError as error:
+                    if error.status.code == 404:  # the controller has not made it yet
+                        return False
+                    raise
+                phases.append(gpu_node.get("status", {}).get("phase"))
             gpus = [g.to_dict() async for g in kube.list(GPU)]
             phases += [g.get("status", {}).get("phase") for g in gpus]
             return len(gpus) == 4 and set(phases) == {"Running"}
@@ -446,13 +451,20 @@ async def walk(
         meta = ObjectMeta(name="held", namespace="default", finalizers=[finalizer])
         await kube.create(Pod(metadata=meta, spec=spec))
     controllers.stop_all()
-    # The pre-delete hook's Job as helm keeps it; no kubelet runs it here, so its command runs
-    # as a process with the Job's ServiceAccount.
-    hooks = yaml.safe_load_all(await plane.helm("get", "hooks", RELEASE, "-n", NAMESPACE))
-    [job] = [o for o in hooks if o and o.get("kind") == "Job"]
+    # The pre-delete hooks as helm keeps them: the Job's own ServiceAccount and role are
+    # applied as helm would before the Job; no kubelet runs the Job here, so its command runs
+    # as a process with a token of that ServiceAccount.
+    hooks = [o for o in yaml.safe_load_all(await plane.helm("get", "hooks", RELEASE, "-n",
+                                                             NAMESPACE)) if o]  # fmt: skip
+    [job] = [o for o in hooks if o.get("kind") == "Job"]
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command == ["tensor-fusion", "uninstall"]
-    kubeconfig = await controllers.service_account_kubeconfig()
+    accounts = tmp_path / "uninstall-rbac.yaml"
+    accounts.write_text(yaml.safe_dump_all([o for o in hooks if o.get("kind") != "Job"]))
+    await plane.kubectl("apply", "--server-side", "-f", str(accounts))
+    kubeconfig = await controllers.account_kubeconfig(
+        job["spec"]["template"]["spec"]["serviceAccountName"]
+    )
     process = await asyncio.create_subprocess_exec(
         str(EXECUTABLE), *command[1:], "--kubeconfig", str(kubeconfig),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -131,7 +131,11 @@ class ChartControllers:
         if self._kubeconfig is not None:
             return self._kubeconfig
         pod_spec = (await self.deployment())["spec"]["template"]["spec"]
-        account = pod_spec["serviceAccountName"]
+        self._kubeconfig = await self.account_kubeconfig(pod_spec["serviceAccountName"])
+        return self._kubeconfig
+
+    async def account_kubeconfig(self, account: str) -> Path:
+        """A kubeconfig carrying a token of the release namespace's ServiceAccount `account`."""
         token = await token_of(self.kube, account, self.token_expiration_s)
         admin = yaml.safe_load(self.plane.kubeconfig.read_text())
         cluster = admin["clusters"][0]
@@ -144,7 +148,6 @@ class ChartControllers:
         }  # fmt: skip
         path = self.workdir / f"{account}.kubeconfig"
         path.write_text(yaml.safe_dump(config))
-        self._kubeconfig = path
         return path
 
     async def sync_config_maps(self) -> list[str]:
