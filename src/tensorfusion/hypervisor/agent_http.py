@@ -1,8 +1,13 @@
 """The node agent's HTTP endpoints on `HYPERVISOR_PORT` (deployment.md §9.7): `/healthz`,
-`/readyz` (after the first discovery is written), and `POST /api/v1/devices/discover`."""
+`/readyz` (after the first discovery is written), and `POST /api/v1/devices/discover`.
+
+The agent's pod uses the node's network, so its port is reachable from the whole cluster: the
+probes stay open (they say ready or not), and a discovery is served only to callers on the node
+itself (a loopback peer address), 403 to anyone else."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 
 from aiohttp import web
@@ -10,7 +15,20 @@ from aiohttp import web
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.hypervisor.agent import NodeAgent
 
-__all__ = ["create_agent_app"]
+__all__ = ["create_agent_app", "on_the_node"]
+
+
+def on_the_node(remote: str | None) -> bool:
+    """Whether a peer address is the node's own loopback."""
+    if remote is None:
+        return False
+    try:
+        address = ipaddress.ip_address(remote)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback  # an IPv4 caller of a dual-stack socket
+    return address.is_loopback
 
 
 def create_agent_app(
@@ -28,7 +46,10 @@ def create_agent_app(
             return web.Response(text="ok\n")
         return web.Response(status=503, text="".join(f"- {p}\n" for p in problems))
 
-    async def discover(_: web.Request) -> web.Response:
+    async def discover(request: web.Request) -> web.Response:
+        if not on_the_node(request.remote):
+            message = "POST /api/v1/devices/discover is served to callers on the node only"
+            return web.json_response({"reason": "Forbidden", "message": message}, status=403)
         written = await agent.discover()
         inventory = agent.inventory
         devices = [gpu_name(d.uuid) for d in inventory.devices] if inventory else []
