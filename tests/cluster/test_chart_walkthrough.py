@@ -194,6 +194,22 @@ async def test_the_production_guide_on_the_chart(
         controllers.stop_all()
         alertmanagers.stop()
         await receiver.stop()
+    assert_no_credential_in_logs(tmp_path)
+
+
+def assert_no_credential_in_logs(tmp_path: Path) -> None:
+    """No token of the run (the controller's, the uninstall Job's, the agents') appears, whole
+    or by its signature, in any log a process wrote (issue 23, scope 7)."""
+    tokens = [p.read_text().strip() for p in tmp_path.rglob("agent-token")]
+    for kubeconfig in tmp_path.rglob("*.kubeconfig"):
+        config = yaml.safe_load(kubeconfig.read_text())
+        tokens += [u["user"]["token"] for u in config["users"] if "token" in u["user"]]
+    assert len(tokens) >= 3, "the agents', the controller's and the uninstall Job's tokens"
+    secrets_seen = set(tokens) | {t.rsplit(".", 1)[-1] for t in tokens}
+    logs = [p for p in tmp_path.rglob("*.log") if p.is_file()]
+    assert logs, "the run's logs"
+    leaked = [str(p) for p in logs if any(s in p.read_text(errors="replace") for s in secrets_seen)]
+    assert not leaked, f"a token in {leaked}"
 
 
 def my_values(tmp_path: Path, receiver: WebhookReceiver, *extra: str,
