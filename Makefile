@@ -4,13 +4,21 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: demo dev dev-down test test-unit test-integration test-cluster lint format bench crds venv system-deps testenv images clean
+.PHONY: lock demo dev dev-down test test-unit test-integration test-cluster lint format bench crds venv system-deps testenv images clean
 
-$(VENV)/.installed: pyproject.toml
+# Every dependency from the lock file, each checked against its hashes (docs/security.md,
+# "Supply chain"); then the package itself without resolving anything again.
+$(VENV)/.installed: pyproject.toml requirements/dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --require-hashes -r requirements/dev.lock
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@
+
+## Re-pin requirements/*.lock (with hashes) to the versions of the current venv; run after
+## changing the dependencies of pyproject.toml and testing them.
+lock: venv
+	bash scripts/lock-dependencies.sh
 
 venv: $(VENV)/.installed
 

@@ -37,9 +37,11 @@ FROM ${PYTHON_IMAGE} AS python-package
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv
 COPY pyproject.toml README.md /src/
+COPY requirements/runtime.lock /src/requirements/runtime.lock
 COPY src /src/src
 RUN --mount=type=cache,target=/root/.cache/pip \
-    /opt/venv/bin/pip install /src
+    /opt/venv/bin/pip install --require-hashes -r /src/requirements/runtime.lock \
+    && /opt/venv/bin/pip install --no-deps /src
 
 # ---------------------------------------------------------------- image
 FROM ${PYTHON_IMAGE}
