@@ -234,6 +234,29 @@ def test_the_controller_and_the_job_run_locked_down(default: Rendered) -> None:
     assert "emptyDir" in volumes["tmp"] and "emptyDir" in volumes["tsdb"]
 
 
+def test_network_policies_limit_the_api_and_metrics_ports() -> None:
+    assert not render().all("NetworkPolicy"), "off by default (docs/security.md)"
+    on = {"networkPolicy.enabled": "true"}
+    hosted = render(sets=on)
+    controller_policy = hosted.get("NetworkPolicy", f"{FULL}-controller")
+    rules = {tuple(p["port"] for p in r["ports"]): r for r in controller_policy["spec"]["ingress"]}
+    assert "from" not in rules[("webhook", "health")], "the webhook from anywhere"
+    [peer] = rules[("http",)]["from"]
+    assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+    assert rules[("metrics",)]["from"] == [{"namespaceSelector": {}}]
+    assert hosted.has("NetworkPolicy", f"{FULL}-alert-manager")
+    # The embedded store: the agents write from node addresses.
+    embedded = render(SNIPPETS / "embedded-store.yaml", sets=on)
+    api = next(r for r in embedded.get("NetworkPolicy", f"{FULL}-controller")["spec"]["ingress"]
+               if r["ports"][0]["port"] == "http")  # fmt: skip
+    assert "from" not in api, "open while no node CIDR is named"
+    fenced = render(SNIPPETS / "embedded-store.yaml",
+                    sets={**on, "networkPolicy.nodeCIDRs": "{10.0.0.0/16}"})  # fmt: skip
+    api = next(r for r in fenced.get("NetworkPolicy", f"{FULL}-controller")["spec"]["ingress"]
+               if r["ports"][0]["port"] == "http")  # fmt: skip
+    assert {"ipBlock": {"cidr": "10.0.0.0/16"}} in api["from"]
+
+
 def test_the_production_overlay(production: Rendered) -> None:
     deployment = controller(production)
     assert deployment["spec"]["replicas"] == 2
@@ -406,6 +429,9 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
         "cloud": render(PRODUCTION, SNIPPETS / "greptime-cloud.yaml",
                         sets={"greptime.password": "p", "agent.agentId": "a",
                               "agent.enrollToken": "t"}),
+        "network policy": render(PRODUCTION, SNIPPETS / "embedded-store.yaml",
+                                 sets={"networkPolicy.enabled": "true",
+                                       "networkPolicy.nodeCIDRs": "{10.0.0.0/16}"}),
     }  # fmt: skip
     for name, rendered in variants.items():
         # the greptimedb namespace of the standalone store is created by the same apply
