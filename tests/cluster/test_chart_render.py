@@ -234,6 +234,14 @@ def test_the_controller_and_the_job_run_locked_down(default: Rendered) -> None:
     assert "emptyDir" in volumes["tmp"] and "emptyDir" in volumes["tsdb"]
 
 
+def test_only_the_controller_and_the_job_carry_a_token(default: Rendered) -> None:
+    """Pods that make no API call get no ServiceAccount token (GreptimeDB, Alertmanager)."""
+    for kind, name in (("StatefulSet", f"{FULL}-greptimedb-standalone"),
+                       ("StatefulSet", f"{FULL}-alert-manager")):  # fmt: skip
+        pod = default.get(kind, name)["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False, name
+
+
 def test_network_policies_limit_the_api_and_metrics_ports() -> None:
     assert not render().all("NetworkPolicy"), "off by default (docs/security.md)"
     on = {"networkPolicy.enabled": "true"}
