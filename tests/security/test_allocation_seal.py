@@ -105,10 +105,13 @@ def test_a_forged_pod_bound_after_recovery_is_not_adopted() -> None:
     state = keyed(gpus=FakeCache(gpu("a1")), pods=pods)
     state.recover()
     assert state.allocator is not None
-    state.on_pod(pods.put(worker("p-forged", "a1", "Running")))
+    forged = worker("p-forged", "a1", "Running")
+    state.on_pod(pods.put(forged))
     state.on_pod(pods.put(sealed(worker("p-other-leader", "a1", "Pending"))))
     assert set(state.allocator.records) == {"uid-p-other-leader"}
     assert "Pod ml/p-forged" in state.problems
+    state.on_pod(pods.put(forged))  # a later event of the same pod: refused, not recounted
+    assert state.refused == 1 and len(state.notices) == 1
 
 
 def test_without_a_key_sealing_is_off() -> None:

@@ -120,13 +120,20 @@ class AllocatorState:
     seal_key: bytes = field(default=b"", repr=False)
     """The allocation seal's key (set before recovery); empty: sealing off."""
 
-    def note(self, key: str, message: str, reason: str = UNREADABLE_REASON) -> None:
-        """Keep an object's problem; log it and queue its Event when it is new."""
+    def note(self, key: str, message: str, reason: str = UNREADABLE_REASON) -> bool:
+        """Keep an object's problem; log it and queue its Event when it is new (True then)."""
         if self.problems.get(key) == message:
-            return
+            return False
         self.problems[key] = message
         _log.warning("%s: %s", key, message)
         self.notices.append(ProblemNotice(key, reason, message))
+        return True
+
+    def refuse(self, key: str, message: str, reason: str) -> None:
+        """An allocation refused: its problem noted, counted once while it stays the same
+        (a pod's later informer events do not count it again)."""
+        if self.note(key, message, reason):
+            self.refused += 1
 
     def clear(self, key: str) -> None:
         """The object reads well again."""
@@ -161,11 +168,9 @@ class AllocatorState:
         for pod, message in report.skipped_pods.items():
             self.note(f"Pod {pod}", message)
         for pod, message in report.refused_pods.items():
-            self.refused += 1
-            self.note(f"Pod {pod}", message, OVER_COMMIT_REASON)
+            self.refuse(f"Pod {pod}", message, OVER_COMMIT_REASON)
         for pod, message in report.unsealed_pods.items():
-            self.refused += 1
-            self.note(f"Pod {pod}", message, UNSEALED_REASON)
+            self.refuse(f"Pod {pod}", message, UNSEALED_REASON)
         self.allocator, self.last_report = allocator, report
         return report
 
@@ -304,14 +309,12 @@ class AllocatorState:
         gpus = worker_gpu_ids(pod)
         unsealed = seal_problem(pod, gpus, self.seal_key, self._committed)
         if unsealed is not None:
-            self.refused += 1
-            self.note(f"Pod {key}", unsealed, UNSEALED_REASON)
+            self.refuse(f"Pod {key}", unsealed, UNSEALED_REASON)
             return
         try:
             self.allocator.restore(request, node, gpus, since, pending=pending)
         except OverCommitError as error:
-            self.refused += 1
-            self.note(f"Pod {key}", str(error), OVER_COMMIT_REASON)
+            self.refuse(f"Pod {key}", str(error), OVER_COMMIT_REASON)
             return
         self.clear(f"Pod {key}")
 
