@@ -64,10 +64,11 @@ def test_the_bind_patch_writes_a_seal_that_verifies_only_for_its_pod() -> None:
     gpus = written[KEYS.gpu_ids].split(",")
     nothing: Any = lambda _gpu: frozenset()  # noqa: E731
     assert seal_problem(pod, gpus, KEY, nothing) is None
-    for change in ({"uid": "q"}, {"nodeName": "node-b"}):
-        other = copy.deepcopy(pod)
-        other["metadata"].update({k: v for k, v in change.items() if k == "uid"})
-        other["spec"].update({k: v for k, v in change.items() if k == "nodeName"})
+    other_pod = copy.deepcopy(pod)
+    other_pod["metadata"]["uid"] = "q"
+    other_node = copy.deepcopy(pod)
+    other_node["spec"]["nodeName"] = "node-b"
+    for other in (other_pod, other_node):
         assert seal_problem(other, gpus, KEY, nothing) is not None
     assert seal_problem(pod, ["a1", "a2"], KEY, nothing) is not None
     assert seal_problem(pod, gpus, OTHER_KEY, nothing) is not None

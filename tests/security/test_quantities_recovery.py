@@ -176,7 +176,7 @@ async def test_a_bad_pool_or_gpu_node_carries_a_readable_condition_until_fixed()
     reporter = ProblemReporter(
         state=state, client=api, fence=Fence(), recorder=FakeRecorder(),
         caches={"GPUNode": caches.gpu_nodes, "GPUPool": caches.pools},
-        now=lambda: "2026-12-05T00:00:00Z",
+        clock=lambda: 1_796_428_800.0,  # 2026-12-05T00:00:00Z
     )  # fmt: skip
     await reporter.publish()
     node_condition = readable(api, "GPUNode", "node-b")

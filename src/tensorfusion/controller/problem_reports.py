@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import Final
 
 from tensorfusion.adapters.kube.object_client import ObjectClient
 from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache, ProblemNotice
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import every
+from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.desired_state.readable_condition import readable_patch
 from tensorfusion.runtime.leader_election import NotLeaderError
 
@@ -25,10 +26,6 @@ _log = logging.getLogger(__name__)
 _CORE_KINDS: Final = frozenset({"Pod", "Node"})
 CONDITION_KINDS: Final = frozenset({"GPUPool", "GPUNode"})
 """Kinds whose status has conditions: they get `Readable`."""
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class ProblemReporter:
@@ -45,9 +42,9 @@ class ProblemReporter:
         recorder: EventSink | None,
         interval: float = 1.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        now: Callable[[], str] = _now,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self._now = now
+        self._clock = clock
         self._conditions: dict[str, ProblemNotice | None] = {}
         """Condition writes still to do, by key: the problem, or None once it is gone."""
         self._state = state
@@ -95,7 +92,7 @@ class ProblemReporter:
         if obj is None:
             return True
         problem = None if notice is None else (notice.reason, notice.message)
-        now = self._now()
+        now = format_rfc3339(self._clock())
         try:
             await self.writer.patch_fresh(
                 kind, name, lambda current: readable_patch(current, problem, now),

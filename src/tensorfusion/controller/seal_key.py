@@ -27,13 +27,13 @@ from tensorfusion.domain.allocator.allocation_seal import (
     read_seal_key,
     seal_key_data,
 )
+from tensorfusion.runtime.supervision import Backoff
 
 __all__ = ["SEAL_SECRET_SUFFIX", "load_seal_key", "seal_secret_name"]
 
 _log = logging.getLogger(__name__)
 SEAL_SECRET_SUFFIX: Final = "-allocation-seal"
-_FIRST_RETRY_S: Final = 1.0
-_LAST_RETRY_S: Final = 30.0
+_RETRY: Final = Backoff(initial=1.0, maximum=30.0)
 
 
 def seal_secret_name(release_fullname: str) -> str:
@@ -72,13 +72,14 @@ async def load_seal_key(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> bytes:
     """The key from the Secret (created when absent), retried until it reads."""
-    delay = _FIRST_RETRY_S
+    failures = 0
     while True:
         try:
             return await _read_or_create(client, namespace, name)
         except (ApiError, SealKeyError, OSError, httpx.HTTPError) as error:
+            failures += 1
+            delay = _RETRY.delay(failures)
             detail = error.status.message if isinstance(error, ApiError) else str(error)
             _log.warning("allocation seal key from Secret %s/%s: %s; retrying in %.0f s",
                          namespace, name, detail, delay)  # fmt: skip
         await sleep(delay)
-        delay = min(delay * 2, _LAST_RETRY_S)

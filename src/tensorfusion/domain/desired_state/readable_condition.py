@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from tensorfusion.domain.alerting.templates.limits import cut_text
 from tensorfusion.domain.desired_state.objects import Obj, status_of
 from tensorfusion.domain.desired_state.pools import replace_conditions
 from tensorfusion.domain.model.meta import Condition
@@ -38,9 +39,7 @@ def readable_patch(obj: Obj, problem: tuple[str, str] | None, now: str) -> dict[
         wanted = Condition(type=READABLE, status="True", reason=READS_WELL,
                            message="every field reads within its bounds")  # fmt: skip
     else:
-        reason, message = problem
-        if len(message) > MESSAGE_LIMIT:
-            message = message[: MESSAGE_LIMIT - 14] + " …[truncated]"
+        reason, message = problem[0], cut_text(problem[1], MESSAGE_LIMIT)
         wanted = Condition(type=READABLE, status="False", reason=reason, message=message)
         seen = None if current is None else tuple(current.get(k) for k in _COMPARED)
         if seen == ("False", reason, message):
