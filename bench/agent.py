@@ -701,7 +701,7 @@ async def bring_up(
         log = workdir / "controller.log"
         env = {**os.environ, "POD_NAME": "bench-leader", "POD_IP": "127.0.0.1",
                "OPERATOR_NAMESPACE": OPERATOR_NAMESPACE, "PORT": str(api_port),
-               "API_BIND_HOST": "127.0.0.1",
+               "API_BIND_HOST": "127.0.0.1", "PEER_BIND_HOST": "127.0.0.1",
                "TSDB_EMBEDDED_DIR": str(workdir / "tsdb")}  # fmt: skip
         argv = [str(Path(sys.executable).with_name("tensor-fusion")), "controller",
                 "--kubeconfig", str(plane.kubeconfig), "-leader-elect",

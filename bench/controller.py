@@ -264,6 +264,7 @@ async def run(
             "OPERATOR_NAMESPACE": OPERATOR_NAMESPACE,
             "PORT": str(api_port),
             "API_BIND_HOST": "127.0.0.1",
+            "PEER_BIND_HOST": "127.0.0.1",
             "TSDB_EMBEDDED_DIR": str(workdir / "tsdb"),
         }
         argv = [str(Path(sys.executable).with_name("tensor-fusion")), "controller",

@@ -261,6 +261,7 @@ async def end_to_end(nodes: int, pods: int) -> EndToEnd:
             "OPERATOR_NAMESPACE": OPERATOR_NAMESPACE,
             "PORT": "18090",
             "API_BIND_HOST": "127.0.0.1",
+            "PEER_BIND_HOST": "127.0.0.1",
             "TSDB_EMBEDDED_DIR": str(workdir / "tsdb"),
         }
         argv = [str(Path(sys.executable).with_name("tensor-fusion")), "controller",

@@ -643,6 +643,7 @@ async def run(warmup_s: float, seconds: float, profile: Path | None) -> Outcome:
             "OPERATOR_NAMESPACE": OPERATOR_NAMESPACE,
             "PORT": str(free_port()),
             "API_BIND_HOST": HOST,
+            "PEER_BIND_HOST": HOST,
             "WEBHOOK_PORT": str(webhook_port),
             "WEBHOOK_CERT_EXTRA_HOSTS": HOST,
             "TSDB_EMBEDDED_DIR": str(workdir / "tsdb"),

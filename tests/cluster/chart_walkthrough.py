@@ -19,6 +19,8 @@ from tensorfusion.devenv.chart_alertmanagers import HEADLESS, ChartAlertmanagers
 from tensorfusion.devenv.chart_controllers import ChartControllers, Replica, helm_install, token_of
 from tensorfusion.devenv.config_volumes import ConfigDirectory
 from tensorfusion.devenv.node_agents import AgentRunner
+from tensorfusion.devenv.replica_pods import release_ca_file
+from tensorfusion.domain.settings.controller_environment import DEFAULT_WEBHOOK_SECRET
 
 from .chart_render import NAMESPACE
 from .controlplane import Binaries, ControlPlane
@@ -79,5 +81,8 @@ async def simulated_gpu_nodes(
 
     token = workdir / "agent-token"
     token.write_text(await token_of(kube, "tensor-fusion-hypervisor-sa"))
-    metrics = {"TF_METRICS_WRITE_URL": write_url, "TF_METRICS_WRITE_TOKEN_FILE": str(token)}
+    ca = await release_ca_file(kube, namespace=NAMESPACE, secret=DEFAULT_WEBHOOK_SECRET,
+                               path=workdir / "peer-ca.crt")  # fmt: skip
+    metrics = {"TF_METRICS_WRITE_URL": write_url, "TF_METRICS_WRITE_TOKEN_FILE": str(token),
+               "TF_METRICS_WRITE_CA_FILE": str(ca)}  # fmt: skip
     return nodes, AgentRunner(plane, kube, NAMESPACE, workdir, sim_file, metrics)

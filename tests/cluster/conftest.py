@@ -184,9 +184,11 @@ async def namespace(request: pytest.FixtureRequest, kube: AsyncClient) -> AsyncI
 
 
 @pytest.fixture
-def replicas(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Start]:
+async def replicas(
+    control_plane: ControlPlane, kube: AsyncClient, namespace: str, tmp_path: Path
+) -> AsyncIterator[Start]:
     """``replicas("name", *flags)`` starts a controller replica; all are stopped afterwards."""
-    with started_replicas(control_plane, namespace, tmp_path) as start:
+    async with started_replicas(control_plane, kube, namespace, tmp_path) as start:
         yield start
 
 

@@ -14,6 +14,7 @@ from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 
+from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.admission.cluster_sources import ClusterAdmissionSources
 
 from .controlplane import eventually
@@ -54,7 +55,8 @@ async def test_owners_are_read_through_the_api(kube: AsyncClient, namespace: str
     sources = ClusterAdmissionSources(
         client=kube, pools=Empty(), profiles=Empty(), quotas=Empty(), gpus=Empty(),
         namespaces=Empty(), is_leader=lambda: False, take_index=lambda preview: 1,
-        leader_address=no_leader, token=lambda: "", rng=random.Random(1),
+        leader_address=no_leader, rng=random.Random(1),
+        peer=PeerClient(ca=lambda: None, server_hostname=""),
     )  # fmt: skip
     ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "controller": True}
     owner = await sources.owner(namespace, ref)

@@ -18,6 +18,7 @@ from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
 from lightkube.resources.apps_v1 import ReplicaSet
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.admission.admitter import ClusterAdmitter
 from tensorfusion.admission.cluster_sources import ClusterAdmissionSources
 from tensorfusion.admission.facts_gathering import AdmissionSettings
@@ -69,7 +70,8 @@ async def test_concurrent_admissions_count_exactly_n_and_write_the_workload(
         client=kube, pools=Cache(make_pool()), profiles=Cache(), quotas=Cache(), gpus=Cache(),
         namespaces=Cache(), is_leader=lambda: True,
         take_index=lambda preview: next(counter) % 128 + 1,
-        leader_address=no_leader, token=lambda: "", rng=random.Random(1),
+        leader_address=no_leader, rng=random.Random(1),
+        peer=PeerClient(ca=lambda: None, server_hostname=""),
     )  # fmt: skip
     admitter = ClusterAdmitter(kube, sources, AdmissionSettings())
 

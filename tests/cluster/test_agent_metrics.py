@@ -20,8 +20,12 @@ import yaml
 from lightkube import AsyncClient
 
 from tensorfusion.adapters.package_data import default_alert_rule_definitions
+from tensorfusion.devenv.replica_pods import release_ca_file
 from tensorfusion.domain.annotations import KEYS, encode_index
-from tensorfusion.domain.settings.controller_environment import DEFAULT_HYPERVISOR_SERVICE_ACCOUNT
+from tensorfusion.domain.settings.controller_environment import (
+    DEFAULT_HYPERVISOR_SERVICE_ACCOUNT,
+    DEFAULT_WEBHOOK_SECRET,
+)
 
 from ..integration.loopback_peers import alertmanagers_on
 from .conftest import DeleteLater
@@ -143,8 +147,13 @@ async def test_agent_rows_reach_the_embedded_store_and_fire_the_default_rules(
             await create_sealed_worker(kube, pod)
         sim = tmp_path / "gpus.yaml"
         sim.write_text(simulation(hot, cool, "busy"))
+        # The agent writes as its pod would: to the peer port, verified with the release CA.
+        ca = await release_ca_file(kube, namespace=namespace, secret=DEFAULT_WEBHOOK_SECRET,
+                                   path=tmp_path / "peer-ca.crt")  # fmt: skip
         agent = start_agent(control_plane, tmp_path, node, pool, sim, free_port(),
-                            TF_METRICS_INTERVAL="1s", TF_METRICS_WRITE_URL=controller.url(""),
+                            TF_METRICS_INTERVAL="1s",
+                            TF_METRICS_WRITE_URL=f"https://{controller.ip}:{controller.peer_port}",
+                            TF_METRICS_WRITE_CA_FILE=str(ca),
                             TF_METRICS_WRITE_TOKEN_FILE=str(token_file),
                             POD_NAME=f"hypervisor-{node}")  # fmt: skip
         logs = [controller.component, agent]

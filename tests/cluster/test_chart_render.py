@@ -101,7 +101,7 @@ def test_the_defaults(default: Rendered) -> None:
     container = controller_container(default)
     assert container["command"] == DEFAULT_COMMAND
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
-        "http": 8080, "health": 8081, "metrics": 9000, "webhook": 9443}  # fmt: skip
+        "http": 8080, "health": 8081, "metrics": 9000, "webhook": 9443, "peer": 9444}  # fmt: skip
     env = env_of(container)
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
@@ -184,9 +184,10 @@ def test_rbac_is_split_by_scope_and_the_job_has_its_own_account(default: Rendere
     assert bound == {f"{FULL}-role", "system:kube-scheduler", "system:volume-scheduler"}
     cluster_rules = default.get("ClusterRole", f"{FULL}-role")["rules"]
     for rule in cluster_rules:
-        assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
-        assert not {"secrets", "configmaps", "leases"} & set(rule["resources"]), rule
-        if "pods" in rule["resources"]:
+        resources = rule.get("resources", ())  # none in the peer port's nonResourceURLs rule
+        assert "*" not in rule["verbs"] and "*" not in resources, rule
+        assert not {"secrets", "configmaps", "leases"} & set(resources), rule
+        if "pods" in resources:
             assert "create" not in rule["verbs"]
     role = default.get("Role", f"{FULL}-role")
     assert role["metadata"]["namespace"] == NAMESPACE
@@ -242,27 +243,40 @@ def test_only_the_controller_and_the_job_carry_a_token(default: Rendered) -> Non
         assert pod["automountServiceAccountToken"] is False, name
 
 
-def test_network_policies_limit_the_api_and_metrics_ports() -> None:
-    assert not render().all("NetworkPolicy"), "off by default (docs/security.md)"
-    on = {"networkPolicy.enabled": "true"}
-    hosted = render(sets=on)
+def test_network_policies_limit_the_api_peer_and_metrics_ports() -> None:
+    assert not render(sets={"networkPolicy.enabled": "false"}).all("NetworkPolicy")
+    hosted = render()
     controller_policy = hosted.get("NetworkPolicy", f"{FULL}-controller")
     rules = {tuple(p["port"] for p in r["ports"]): r for r in controller_policy["spec"]["ingress"]}
     assert "from" not in rules[("webhook", "health")], "the webhook from anywhere"
-    [peer] = rules[("http",)]["from"]
-    assert peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+    [replicas] = rules[("http",)]["from"]
+    assert replicas["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+    [replicas] = rules[("peer",)]["from"]  # GreptimeDB: no agent writes to the controller
     assert rules[("metrics",)]["from"] == [{"namespaceSelector": {}}]
     assert hosted.has("NetworkPolicy", f"{FULL}-alert-manager")
-    # The embedded store: the agents write from node addresses.
-    embedded = render(SNIPPETS / "embedded-store.yaml", sets=on)
-    api = next(r for r in embedded.get("NetworkPolicy", f"{FULL}-controller")["spec"]["ingress"]
-               if r["ports"][0]["port"] == "http")  # fmt: skip
-    assert "from" not in api, "open while no node CIDR is named"
-    fenced = render(SNIPPETS / "embedded-store.yaml",
-                    sets={**on, "networkPolicy.nodeCIDRs": "{10.0.0.0/16}"})  # fmt: skip
-    api = next(r for r in fenced.get("NetworkPolicy", f"{FULL}-controller")["spec"]["ingress"]
-               if r["ports"][0]["port"] == "http")  # fmt: skip
-    assert {"ipBlock": {"cidr": "10.0.0.0/16"}} in api["from"]
+    # The embedded store: the agents write to the peer port from node addresses.
+    embedded = render(SNIPPETS / "embedded-store.yaml")
+    peer = next(r for r in embedded.get("NetworkPolicy", f"{FULL}-controller")["spec"]["ingress"]
+                if r["ports"][0]["port"] == "peer")  # fmt: skip
+    assert "from" not in peer, "open while no node CIDR is named"
+    fenced = render(
+        SNIPPETS / "embedded-store.yaml", sets={"networkPolicy.nodeCIDRs": "{10.0.0.0/16}"}
+    )
+    peer = next(r for r in fenced.get("NetworkPolicy", f"{FULL}-controller")["spec"]["ingress"]
+                if r["ports"][0]["port"] == "peer")  # fmt: skip
+    assert {"ipBlock": {"cidr": "10.0.0.0/16"}} in peer["from"]
+
+
+def test_the_public_api_listens_on_loopback_and_peers_use_the_peer_port() -> None:
+    deployment = controller(render())
+    [container] = [c for c in deployment["spec"]["template"]["spec"]["containers"]
+                   if c["name"] == "controller"]  # fmt: skip
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["API_BIND_HOST"] == "127.0.0.1"
+    assert env["PEER_PORT"] == "9444"
+    assert {"name": "peer", "containerPort": 9444, "protocol": "TCP"} in container["ports"]
+    service = render().get("Service", FULL)
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"http": 8080, "peer": 9444}
 
 
 def test_the_production_overlay(production: Rendered) -> None:
@@ -438,8 +452,7 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
                         sets={"greptime.password": "p", "agent.agentId": "a",
                               "agent.enrollToken": "t"}),
         "network policy": render(PRODUCTION, SNIPPETS / "embedded-store.yaml",
-                                 sets={"networkPolicy.enabled": "true",
-                                       "networkPolicy.nodeCIDRs": "{10.0.0.0/16}"}),
+                                 sets={"networkPolicy.nodeCIDRs": "{10.0.0.0/16}"}),
     }  # fmt: skip
     for name, rendered in variants.items():
         # the greptimedb namespace of the standalone store is created by the same apply

@@ -283,7 +283,7 @@ async def walk(
     addresses = await alertmanagers.start()
 
     # -- GPU nodes with their agents (metrics through the standby, forwarded to the leader) ---
-    write_url = f"http://{standby.ip}:{standby.api_port}"
+    write_url = standby.peer_url()
     nodes, runner = await simulated_gpu_nodes(plane, kube, tmp_path, write_url)
     async with runner.running(), confirming_deletions(kube, "default"):
 

@@ -342,7 +342,7 @@ async def diagnose(
     alertmanagers: ChartAlertmanagers,
     replicas: list[Replica],
 ) -> None:
-    write_url = f"http://{replicas[0].ip}:{replicas[0].api_port}"
+    write_url = replicas[0].peer_url()
     nodes, runner = await simulated_gpu_nodes(plane, kube, tmp_path, write_url)
     values = merged_values()
     async with runner.running():

@@ -13,12 +13,12 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.resources.coordination_v1 import Lease
 
+from tensorfusion.devenv.replica_pods import stand_in_pod
 from tensorfusion.runtime.leader_election import (
     LEASE_NAME,
     LeaderElector,
     LeaseRecord,
     NotLeaderError,
-    publish_leader_ip,
     read_leader_ip,
 )
 from tensorfusion.runtime.leader_election_lock import micro_time
@@ -65,22 +65,16 @@ class Replicas:
             LeaderElector(client, self._namespace, LEASE_NAME, identity, **settings), ip
         )
 
+        # What the kubelet reports of the replica's pod: followers read its IP.
+        pod = stand_in_pod(client, namespace=self._namespace, name=identity, ip=ip,
+                           service_account="default")  # fmt: skip
+        replica.publisher = asyncio.create_task(pod)
+
         def started() -> None:
             replica.events.append("started")
-            replica.publisher = asyncio.create_task(
-                publish_leader_ip(
-                    client,
-                    self._namespace,
-                    replica.ip,
-                    fence=replica.elector.fence,
-                    retry_period=replica.elector.retry_period,
-                )
-            )
 
         def stopped() -> None:
             replica.events.append("stopped")
-            if replica.publisher is not None:
-                replica.publisher.cancel()
 
         replica.task = replica.elector.start(started, stopped)
         self.started.append(replica)
@@ -150,10 +144,10 @@ async def test_one_of_two_leads_and_the_other_takes_over_after_a_kill(
     assert (record.holder, record.lease_duration_seconds) == (leader.identity, 2)
 
     async def leader_ip() -> str | None:
-        ip = await read_leader_ip(kube, namespace)
+        ip = await read_leader_ip(kube, namespace, LEASE_NAME)
         return ip if ip == leader.ip else None
 
-    await eventually(leader_ip, what="the leader's IP in the leader-info ConfigMap", timeout=30)
+    await eventually(leader_ip, what="the leader's IP from the Lease holder's Pod", timeout=30)
 
     # kill -9: the task ends without releasing (the last record it wrote still names it).
     assert leader.task is not None
@@ -172,7 +166,7 @@ async def test_one_of_two_leads_and_the_other_takes_over_after_a_kill(
         leader.elector.fence()
 
     async def new_leader_ip() -> str | None:
-        ip = await read_leader_ip(kube, namespace)
+        ip = await read_leader_ip(kube, namespace, LEASE_NAME)
         return ip if ip == follower.ip else None
 
     await eventually(new_leader_ip, what="the new leader's IP in the ConfigMap", timeout=30)
@@ -227,8 +221,6 @@ async def test_a_leader_whose_lease_was_taken_loses_and_is_fenced(
     assert replica.events == ["started", "stopped"]
     with pytest.raises(NotLeaderError):
         replica.elector.fence()
-    with pytest.raises(NotLeaderError):
-        await publish_leader_ip(kube, namespace, "10.0.0.1", fence=replica.elector.fence)
     assert replica.task is not None
     await asyncio.wait_for(replica.task, timeout=30)  # run() returned
     assert (await lease_record(kube, namespace)).holder == "intruder"

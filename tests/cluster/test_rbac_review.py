@@ -19,7 +19,11 @@ import pytest
 import yaml
 from lightkube import AsyncClient
 from lightkube.models.authentication_v1 import BoundObjectReference, TokenRequestSpec
-from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
+from lightkube.models.authorization_v1 import (
+    NonResourceAttributes,
+    ResourceAttributes,
+    SubjectAccessReviewSpec,
+)
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.authorization_v1 import SubjectAccessReview
 from lightkube.resources.core_v1 import Pod, ServiceAccountToken
@@ -37,6 +41,8 @@ RBAC_KINDS = frozenset({
     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 })  # fmt: skip
 AGENT = "tensor-fusion-hypervisor-sa"
+URL = "url"
+"""The group column of a non-resource URL (the peer port's paths)."""
 
 
 @dataclass(frozen=True)
@@ -127,15 +133,22 @@ async def release(control_plane: ControlPlane, namespace: str, tmp_path: Path
 async def review(kube: AsyncClient, release: Release, call: Call) -> bool:
     namespace = release.namespace_of(call.where)
     resource, _, subresource = call.resource.partition("/")
-    spec = SubjectAccessReviewSpec(
-        user=release.user(call.account),
-        groups=["system:serviceaccounts", f"system:serviceaccounts:{release.namespace}",
-                "system:authenticated"],
-        resourceAttributes=ResourceAttributes(
-            group=call.group, resource=resource, subresource=subresource or None,
-            verb=call.verb, namespace=namespace or None, name=release.fill(call.name) or None,
-        ),
-    )  # fmt: skip
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{release.namespace}",
+              "system:authenticated"]  # fmt: skip
+    if call.group == URL:
+        spec = SubjectAccessReviewSpec(
+            user=release.user(call.account), groups=groups,
+            nonResourceAttributes=NonResourceAttributes(path=call.resource, verb=call.verb),
+        )  # fmt: skip
+    else:
+        spec = SubjectAccessReviewSpec(
+            user=release.user(call.account), groups=groups,
+            resourceAttributes=ResourceAttributes(
+                group=call.group, resource=resource, subresource=subresource or None,
+                verb=call.verb, namespace=namespace or None,
+                name=release.fill(call.name) or None,
+            ),
+        )  # fmt: skip
     answer = await kube.create(SubjectAccessReview(spec=spec))
     return bool(answer.status and answer.status.allowed)
 
@@ -173,12 +186,23 @@ async def test_the_table_names_every_rule_of_the_chart(release: Release) -> None
         for subject in binding["subjects"]:
             account = accounts[subject["name"]]
             for rule in role["rules"]:
-                for group in rule["apiGroups"]:
+                for pattern in rule.get("nonResourceURLs", ()):
+                    for verb in rule["verbs"]:
+                        if not any(c.account == account and c.group == URL and c.verb == verb
+                                   and url_matches(pattern, c.resource)
+                                   for c in allowed_calls()):  # fmt: skip
+                            extra.append((account, URL, pattern, verb, where))
+                for group in rule.get("apiGroups", ()):
                     for resource in rule["resources"]:
                         for verb in rule["verbs"]:
                             if (account, group, resource, verb, where) not in listed:
                                 extra.append((account, group, resource, verb, where))
     assert not extra, f"rules without a row in docs/security.md: {extra}"
+
+
+def url_matches(pattern: str, path: str) -> bool:
+    """RBAC's match of a non-resource URL: the path itself, or a prefix ending in `*`."""
+    return path.startswith(pattern[:-1]) if pattern.endswith("*") else path == pattern
 
 
 async def agent_client(control_plane: ControlPlane, kube: AsyncClient, release: Release,

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from lightkube import AsyncClient
 
+from tensorfusion.devenv.replica_pods import STAND_IN_LABEL
 from tensorfusion.domain.annotations import KEYS, encode_index
 from tensorfusion.domain.scheduling.scheduler_config import (
     derive_kube_scheduler_config,
@@ -156,10 +157,12 @@ async def create_mixed_workers(kube: AsyncClient, namespace: str, pool: str, cou
 async def all_bound(
     kube: AsyncClient, namespace: str, count: int, leader: Replica
 ) -> list[dict[str, Any]]:
-    """Every pod of the namespace once `count` of them are bound."""
+    """Every worker pod of the namespace (not the replicas' stand-ins) once `count` of them are
+    bound."""
 
     async def bound() -> list[dict[str, Any]] | None:
-        pods = [p.to_dict() async for p in kube.list(POD, namespace=namespace)]
+        listed = [p.to_dict() async for p in kube.list(POD, namespace=namespace)]
+        pods = [p for p in listed if STAND_IN_LABEL not in (p["metadata"].get("labels") or {})]
         return pods if sum(1 for p in pods if p["spec"].get("nodeName")) == count else None
 
     found: list[dict[str, Any]] = await eventually(

@@ -1,13 +1,18 @@
-"""A follower's API forwards `/api/*` to the leader's API over loopback (scheduling.md §16):
-method, path, query, body and Authorization go there, the leader's answer comes back;
-alerts and config stay on the follower; no leader, a dead or a hung leader is 503 `NotLeader`."""
+"""A follower's API forwards `/api/*` to the leader's peer port over loopback (scheduling.md
+§16, security.md): HTTPS verified against the release CA, the follower's own token in
+`Authorization` and the caller's in a header of its own; method, path, query and body go
+there, the leader's answer comes back; alerts and config stay on the follower; no leader, a
+dead, hung or unverifiable leader is 503 `NotLeader`. The peer port authenticates and
+authorizes every request before anything runs."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -15,6 +20,7 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
+from tensorfusion.adapters.tls.peer_client import client_context
 from tensorfusion.api_server import (
     ALERTS_PATH,
     ALLOCATION_PATH,
@@ -28,6 +34,8 @@ from tensorfusion.api_server import (
     join_host_port,
     serve,
 )
+from tensorfusion.api_server.forwarding import CALLER_AUTHORIZATION_HEADER
+from tests.peer_tls import SERVICE_HOST, peer_client, release_bundle, serving
 
 from ..unit.api_server.fakes import DATA, OWN_ACCOUNT, FakeBackend, spec_inputs
 
@@ -36,6 +44,26 @@ pytestmark = pytest.mark.integration
 GUIDE_POD = (DATA / "guide_test_pod.yaml").read_bytes()
 SUCCESS = json.loads((DATA / "spec_16_1_success.json").read_text(encoding="utf-8"))
 CLOCK = 1767225600.0
+BUNDLE = release_bundle()
+AGENT = "system:serviceaccount:tf-sys:tensor-fusion-hypervisor-sa"
+PEER_TOKENS = {
+    "own-token": TokenReviewResult(True, OWN_ACCOUNT),
+    "agent-token": TokenReviewResult(True, AGENT),
+}
+PEER_GRANTS = {OWN_ACCOUNT: {("/tensor-fusion-peer/api/", "get"),
+                             ("/tensor-fusion-peer/api/", "post")},
+               AGENT: {("/tensor-fusion-peer/v1/influxdb/", "post")}}  # fmt: skip
+
+
+def serving_client() -> ssl.SSLContext:
+    """A client context trusting the release CA."""
+    assert BUNDLE.ca_pem is not None
+    return client_context(BUNDLE.ca_pem)
+
+
+async def peer_site(app: web.Application) -> RunningServer:
+    """`app` on loopback over HTTPS with the release certificate."""
+    return await serve(app, "127.0.0.1:0", ssl_context=serving(BUNDLE))
 
 
 @dataclass
@@ -50,7 +78,7 @@ class Replicas:
         return f"http://127.0.0.1:{self.follower_server.port}{path}"
 
     def leader_url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.leader_server.port}{path}"
+        return f"https://127.0.0.1:{self.leader_server.port}{path}"
 
 
 def follower_backend() -> FakeBackend:
@@ -62,18 +90,21 @@ def follower_backend() -> FakeBackend:
 
 
 @pytest.fixture
-async def replicas() -> AsyncIterator[Replicas]:
+async def replicas(tmp_path: Path) -> AsyncIterator[Replicas]:
+    """The leader's peer port (HTTPS, gated) and a follower's public port."""
     leader = FakeBackend(
-        leader=True,
-        tokens={"own-token": TokenReviewResult(True, OWN_ACCOUNT)},
+        leader=True, tokens=PEER_TOKENS, grants=PEER_GRANTS,
         alerts={"replica": {"pod": "controller-0", "leader": True}},
-    )
+    )  # fmt: skip
     leader.inputs, virtual = spec_inputs()
     leader.live_allocator = virtual.allocator
-    leader_server = await serve(create_api_app(leader, clock=lambda: CLOCK), "127.0.0.1:0")
+    leader_server = await peer_site(
+        create_api_app(leader, authenticate_callers=True, clock=lambda: CLOCK)
+    )
     follower = follower_backend()
     follower.address = join_host_port("127.0.0.1", leader_server.port)
-    follower_server = await serve(create_api_app(follower, clock=lambda: CLOCK), "127.0.0.1:0")
+    follower_app = create_api_app(follower, peer=peer_client(BUNDLE, tmp_path), clock=lambda: CLOCK)
+    follower_server = await serve(follower_app, "127.0.0.1:0")
     async with aiohttp.ClientSession() as session:
         yield Replicas(leader, follower, leader_server, follower_server, session)
     await follower_server.stop()
@@ -99,8 +130,13 @@ async def test_queries_and_errors_come_back_as_the_leader_answers_them(
     replicas: Replicas,
 ) -> None:
     path = ALLOCATION_PATH + "?node=node-a&namespace=other"
-    async with replicas.session.get(replicas.leader_url(path)) as direct:
-        expected = await direct.json()
+    async with replicas.session.get(
+        replicas.leader_url(path),
+        ssl=serving_client(),
+        server_hostname=SERVICE_HOST,
+        headers={"Authorization": "Bearer own-token"},
+    ) as direct:
+        expected = await direct.json()  # fmt: skip
     async with replicas.session.get(replicas.follower_url(path)) as forwarded:
         assert forwarded.status == 200
         assert await forwarded.json() == expected
@@ -126,7 +162,7 @@ async def test_assign_index_through_the_follower_uses_the_leaders_counter(
         assert await response.text() == "1"
     assert replicas.leader.counter.peek() == 2
     assert replicas.follower.counter.peek() == 1
-    assert replicas.leader.reviewed == ["own-token"]
+    assert replicas.leader.reviewed == ["own-token", "own-token"], "the follower, then the caller"
     assert replicas.follower.reviewed == []
     async with replicas.session.get(url) as anonymous:
         assert anonymous.status == 401
@@ -164,10 +200,12 @@ async def test_no_leader_address_is_503_not_leader(replicas: Replicas) -> None:
         assert (await response.json())["error"]["code"] == "NotLeader"
 
 
-async def test_two_followers_pointing_at_each_other_do_not_loop() -> None:
+async def test_two_followers_pointing_at_each_other_do_not_loop(tmp_path: Path) -> None:
     first, second = follower_backend(), follower_backend()
-    first_server = await serve(create_api_app(first), "127.0.0.1:0")
-    second_server = await serve(create_api_app(second), "127.0.0.1:0")
+    second.tokens, second.grants = PEER_TOKENS, PEER_GRANTS
+    peer = peer_client(BUNDLE, tmp_path)
+    first_server = await serve(create_api_app(first, peer=peer), "127.0.0.1:0")
+    second_server = await peer_site(create_api_app(second, peer=peer, authenticate_callers=True))
     first.address = f"127.0.0.1:{second_server.port}"
     second.address = f"127.0.0.1:{first_server.port}"
     try:
@@ -178,7 +216,7 @@ async def test_two_followers_pointing_at_each_other_do_not_loop() -> None:
             assert response.status == 503
             body = await response.json()
         assert body["error"]["code"] == "NotLeader"
-        assert "out of date" in body["error"]["message"]
+        assert "changed meanwhile" in body["error"]["message"]
         assert (first.address_reads, second.address_reads) == (1, 0)
     finally:
         await first_server.stop()
@@ -213,12 +251,13 @@ class RecordingLeader:
         return app
 
 
-async def test_method_path_query_body_and_headers_reach_the_leader() -> None:
+async def test_method_path_query_body_and_headers_reach_the_leader(tmp_path: Path) -> None:
     leader = RecordingLeader()
-    leader_server = await serve(leader.app(), "127.0.0.1:0")
+    leader_server = await peer_site(leader.app())
     follower = follower_backend()
     follower.address = f"127.0.0.1:{leader_server.port}"
-    follower_server = await serve(create_api_app(follower), "127.0.0.1:0")
+    follower_server = await serve(create_api_app(follower, peer=peer_client(BUNDLE, tmp_path)),
+                                  "127.0.0.1:0")  # fmt: skip
     query = SIMULATE_SCHEDULE_PATH + "?mutate=false&nodes=node-a%2Cnode-b&x=%C3%A9"
     url = URL(f"http://127.0.0.1:{follower_server.port}{query}", encoded=True)
     headers = {
@@ -243,18 +282,20 @@ async def test_method_path_query_body_and_headers_reach_the_leader() -> None:
     assert seen["method"] == "POST"
     assert seen["raw_path"] == query
     assert seen["body"] == GUIDE_POD
-    assert seen["headers"]["Authorization"] == "Bearer some-token"
+    assert seen["headers"]["Authorization"] == "Bearer own-token", "the follower's own token"
+    assert seen["headers"][CALLER_AUTHORIZATION_HEADER] == "Bearer some-token"
     assert seen["headers"]["Content-Type"] == "application/yaml"
     assert seen["headers"][FORWARDED_HEADER] == "1"
     assert "Cookie" not in seen["headers"]
 
 
-async def test_a_hung_leader_is_cut_off_with_503() -> None:
+async def test_a_hung_leader_is_cut_off_with_503(tmp_path: Path) -> None:
     leader = RecordingLeader(hang=True)
-    leader_server = await serve(leader.app(), "127.0.0.1:0")
+    leader_server = await peer_site(leader.app())
     follower = follower_backend()
     follower.address = f"127.0.0.1:{leader_server.port}"
-    follower_server = await serve(create_api_app(follower, forward_timeout=0.5), "127.0.0.1:0")
+    app = create_api_app(follower, peer=peer_client(BUNDLE, tmp_path), forward_timeout=0.5)
+    follower_server = await serve(app, "127.0.0.1:0")
     try:
         async with (
             asyncio.timeout(30),  # a deadline for the test, not a measurement
@@ -272,15 +313,16 @@ async def test_a_hung_leader_is_cut_off_with_503() -> None:
         await leader_server.stop()
 
 
-async def test_an_ipv6_leader_address_is_reached() -> None:
+async def test_an_ipv6_leader_address_is_reached(tmp_path: Path) -> None:
     leader = RecordingLeader()
     try:
-        leader_server = await serve(leader.app(), "[::1]:0")
+        leader_server = await serve(leader.app(), "[::1]:0", ssl_context=serving(BUNDLE))
     except OSError:
         pytest.skip("this host has no IPv6 loopback")
     follower = follower_backend()
     follower.address = join_host_port("::1", leader_server.port)
-    follower_server = await serve(create_api_app(follower), "127.0.0.1:0")
+    follower_server = await serve(create_api_app(follower, peer=peer_client(BUNDLE, tmp_path)),
+                                  "127.0.0.1:0")  # fmt: skip
     try:
         async with (
             aiohttp.ClientSession() as session,
@@ -291,3 +333,85 @@ async def test_an_ipv6_leader_address_is_reached() -> None:
         await follower_server.stop()
         await leader_server.stop()
     assert [s["raw_path"] for s in leader.seen] == [ALLOCATION_PATH]
+
+
+async def test_a_leader_whose_certificate_is_not_the_releases_gets_nothing(
+    tmp_path: Path,
+) -> None:
+    """A follower that dials an address with another CA's certificate (a ConfigMap or a Pod IP
+    pointed elsewhere) answers 503 and sends neither its token nor the caller's."""
+    stranger = RecordingLeader()
+    server = await serve(stranger.app(), "127.0.0.1:0", ssl_context=serving(release_bundle()))
+    follower = follower_backend()
+    follower.address = f"127.0.0.1:{server.port}"
+    follower_server = await serve(create_api_app(follower, peer=peer_client(BUNDLE, tmp_path)),
+                                  "127.0.0.1:0")  # fmt: skip
+    url = f"http://127.0.0.1:{follower_server.port}{ALLOCATION_PATH}"
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(url, headers={"Authorization": "Bearer caller"}) as response,
+        ):
+            assert response.status == 503
+            body = await response.json()
+    finally:
+        await follower_server.stop()
+        await server.stop()
+    assert "CERTIFICATE_VERIFY_FAILED" in body["error"]["message"]
+    assert stranger.seen == []
+
+
+@dataclass
+class PeerCall:
+    token: str | None
+    path: str
+    method: str = "GET"
+    forwarded: bool = False
+    caller: str | None = None
+
+
+@pytest.mark.parametrize(
+    ("call", "status", "code"),
+    [
+        (PeerCall(None, ALLOCATION_PATH), 401, "Unauthorized"),
+        (PeerCall("forged", ALLOCATION_PATH), 401, "Unauthorized"),
+        (PeerCall("agent-token", ALLOCATION_PATH), 403, "Forbidden"),
+        (PeerCall("agent-token", SIMULATE_SCHEDULE_PATH, "POST"), 403, "Forbidden"),
+        (PeerCall("agent-token", ALLOCATION_PATH, forwarded=True, caller="Bearer own-token"),
+         403, "Forbidden"),
+        (PeerCall("own-token", ASSIGN_INDEX_PATH + "?podName=p", forwarded=True), 401,
+         "Unauthorized"),
+        (PeerCall("own-token", ASSIGN_INDEX_PATH + "?podName=p", forwarded=True,
+                  caller="Bearer agent-token"), 403, "Forbidden"),
+        (PeerCall("own-token", ALLOCATION_PATH), 200, None),
+        (PeerCall("own-token", ASSIGN_INDEX_PATH + "?podName=p"), 200, None),
+    ],
+)  # fmt: skip
+async def test_the_peer_port_authenticates_and_authorizes_every_request(
+    call: PeerCall, status: int, code: str | None
+) -> None:
+    """No token or a bad one: 401; an account RBAC does not allow on the path: 403; only the
+    controller's account may forward, and a forwarded request is judged by its caller."""
+    leader = FakeBackend(leader=True, tokens=PEER_TOKENS, grants=PEER_GRANTS)
+    leader.inputs, virtual = spec_inputs()
+    leader.live_allocator = virtual.allocator
+    server = await peer_site(create_api_app(leader, authenticate_callers=True))
+    headers = {"Authorization": f"Bearer {call.token}"} if call.token else {}
+    if call.forwarded:
+        headers[FORWARDED_HEADER] = "1"
+    if call.caller:
+        headers[CALLER_AUTHORIZATION_HEADER] = call.caller
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.request(call.method, f"https://127.0.0.1:{server.port}{call.path}",
+                            headers=headers, data=GUIDE_POD, ssl=serving_client(),
+                            server_hostname=SERVICE_HOST) as response,
+        ):  # fmt: skip
+            assert response.status == status, await response.text()
+            if code is not None:
+                assert (await response.json())["error"]["code"] == code
+    finally:
+        await server.stop()
+    counter_moved = leader.counter.peek() != 1
+    assert counter_moved == (status == 200 and call.path.startswith(ASSIGN_INDEX_PATH))

@@ -177,7 +177,7 @@ async def leader_with_gpus(
         "metadata": {"name": pool, "annotations": {KEYS.is_default_pool: "true"}},
         "spec": {"nodeManagerConfig": {"nodeSelector": selector}},
     }))  # fmt: skip
-    with started_replicas(plane, namespace, workdir) as start:
+    async with started_replicas(plane, kube, namespace, workdir) as start:
         leader = start("eventloop-leader", "-leader-elect", "-agent-readiness", "heartbeat")
 
         async def gpu_nodes() -> bool:

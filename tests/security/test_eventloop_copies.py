@@ -80,7 +80,7 @@ def test_the_controller_hands_out_copies_and_types_the_cache_objects_later() -> 
     gpus = Cache([{"apiVersion": "tensor-fusion.ai/v1", "kind": "GPU", "metadata": {"name": "g"},
                    "status": {"phase": "Running"}}])  # fmt: skip
     backend = ControllerBackend(
-        client=cast(Any, None), namespace="ns", service_account_name="sa", api_port=8080,
+        client=cast(Any, None), namespace="ns", service_account_name="sa", peer_port=9444,
         isolation=virtual.allocator.isolation_policy, args=inputs.args, weights=inputs.weights,
         state=cast(Any, SimpleNamespace(allocator=virtual.allocator)),
         native=cast(Any, SimpleNamespace(cluster=live_native)),

@@ -24,7 +24,7 @@ from tensorfusion.api_server import (
     create_api_app,
     metrics_write,
 )
-from tensorfusion.api_server.metrics_write import MAX_EXTRA_TAGS_PER_TABLE
+from tensorfusion.api_server.metrics_write import MAX_EXTRA_TAGS_PER_TABLE, DroppedRows
 from tensorfusion.api_server.offload import BoundedOffload
 from tensorfusion.controller.tsdb_store import TermStore, open_term_store
 from tensorfusion.domain.metrics.rows import MetricRow
@@ -77,7 +77,7 @@ async def _setup(tmp_path: Path, offload: BoundedOffload | None = None) -> Async
     registry = CollectorRegistry()
     app = create_api_app(backend)
     add_metrics_write_route(app, backend, TermSink(term), writers={OWN_ACCOUNT},
-                            registry=registry, offload=offload)  # fmt: skip
+                            dropped=DroppedRows(registry), offload=offload)  # fmt: skip
     try:
         async with TestClient(TestServer(app)) as client:
             yield Setup(client, term, registry)

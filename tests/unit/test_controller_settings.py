@@ -140,3 +140,14 @@ def test_a_bad_environment_value_names_the_variable(name: str, value: str, messa
     with pytest.raises(EnvironmentValueError) as error:
         ControllerEnvironment.from_mapping({name: value})
     assert str(error.value) == f'{name}: invalid value "{value}": {message}'
+
+
+def test_the_public_api_is_on_loopback_and_peers_have_a_port_of_their_own() -> None:
+    default = ControllerEnvironment.from_mapping({})
+    assert (default.api_host, default.peer_host, default.peer_port) == ("127.0.0.1", "", 9444)
+    assert default.peer_token_file == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    given = {"API_BIND_HOST": "", "PEER_BIND_HOST": "10.0.0.7", "PEER_PORT": "8443",
+             "PEER_TOKEN_FILE": "/t"}  # fmt: skip
+    set_ = ControllerEnvironment.from_mapping(given)
+    assert (set_.api_host, set_.peer_host, set_.peer_port, set_.peer_token_file) == (
+        "", "10.0.0.7", 8443, "/t")  # fmt: skip

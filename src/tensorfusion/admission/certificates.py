@@ -1,4 +1,6 @@
-"""The webhook certificate a replica serves (deployment.md §7), kept from its Secret.
+"""The release's certificate a replica serves (deployment.md §7), kept from its Secret: the
+webhook's HTTPS site and the peer port serve it, peers verify each other with its CA. It is
+kept whether or not the webhook is enabled (`webhook_configuration` None: no caBundle to keep).
 
 `WebhookCertificates.refresh()` makes the Secret hold a usable certificate and loads it:
 absent, this replica issues one and creates the Secret (a replica that loses the creation race
@@ -34,10 +36,12 @@ from tensorfusion.adapters.tls.webhook_certificates import (
     CertificateDataError,
     issue,
     load_into,
+    missing_hosts,
     read_secret,
     renewal_due,
     secret_data,
     server_context,
+    service_hosts,
 )
 
 __all__ = ["ISSUED_BY_ANNOTATION", "WebhookCertificates"]
@@ -62,7 +66,7 @@ class WebhookCertificates:
         namespace: str,
         secret_name: str,
         service_name: str,
-        webhook_configuration: str,
+        webhook_configuration: str | None,
         extra_hosts: Sequence[str] = (),
         identity: str = "tensor-fusion-controller",
         interval_s: float = REFRESH_INTERVAL_S,
@@ -74,6 +78,8 @@ class WebhookCertificates:
         self._service = service_name
         self._configuration = webhook_configuration
         self._extra_hosts = tuple(extra_hosts)
+        self._hosts = service_hosts(service_name, namespace, self._extra_hosts)
+        self._loaded_event = asyncio.Event()
         self._identity = identity
         self._interval = interval_s
         self._clock = clock
@@ -93,6 +99,16 @@ class WebhookCertificates:
     def bundle(self) -> CertificateBundle | None:
         """The certificate being served."""
         return self._loaded
+
+    def ca_pem(self) -> bytes | None:
+        """The CA of the certificate being served (None before one is loaded or without one)."""
+        return None if self._loaded is None else self._loaded.ca_pem
+
+    async def wait_loaded(self) -> ssl.SSLContext:
+        """The serving context, once a certificate is loaded."""
+        await self._loaded_event.wait()
+        assert self.context is not None
+        return self.context
 
     async def run(self) -> None:
         """Refresh now and every `interval_s` until cancelled."""
@@ -131,7 +147,7 @@ class WebhookCertificates:
         now = self._clock()
         if secret is None or bundle is None:
             return await self._create(secret, now)
-        if renewal_due(bundle, now):
+        if renewal_due(bundle, now, self._hosts):
             renewed = issue(self._service, self._namespace, now,
                             extra_hosts=self._extra_hosts, ca=bundle)  # fmt: skip
             secret.data = secret_data(renewed)
@@ -183,13 +199,19 @@ class WebhookCertificates:
         else:
             load_into(self.context, bundle)
         self._loaded = bundle
-        _log.info("webhook serving certificate loaded (valid until %s)",
+        self._loaded_event.set()
+        missing = missing_hosts(bundle, self._hosts)
+        if missing:
+            _log.warning("the certificate in Secret %s/%s does not name %s: peers and callers "
+                         "that use those names cannot verify it", self._namespace, self._secret,
+                         ", ".join(missing))  # fmt: skip
+        _log.info("serving certificate loaded (valid until %s)",
                   bundle.certificate.not_valid_after_utc.isoformat())  # fmt: skip
 
     # ---- the caBundle ----------------------------------------------------------------------
 
     async def _sync_ca_bundle(self, bundle: CertificateBundle) -> None:
-        if bundle.ca_pem is None:
+        if bundle.ca_pem is None or self._configuration is None:
             return
         wanted = base64.b64encode(bundle.ca_pem).decode()
         try:

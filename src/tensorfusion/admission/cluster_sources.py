@@ -4,9 +4,10 @@ index from the leader (admission.md §4, §11).
 Pools, profiles, quotas, GPUs and namespaces are read from the replica's caches, so a typical
 request makes no API call. Owners (ReplicaSet, StatefulSet, DaemonSet, Job, and the Deployment
 or CronJob above them) are read through the API at admission time. The pod index is the leader's
-cyclic counter: the leader takes it locally; a follower asks `GET /api/assign-index` with the
-controller's ServiceAccount token, and when the leader does not answer within 2 s a random index
-1..128 is used with a warning.
+cyclic counter: the leader takes it locally; a follower asks `GET /api/assign-index` on the
+leader's peer port (HTTPS verified against the release CA, with its own ServiceAccount token:
+`PeerClient`), and when the leader does not answer within 2 s a random index 1..128 is used
+with a warning.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import orjson
 from lightkube import AsyncClient
 
 from tensorfusion.adapters.kube.client import raw_http
+from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.admission.facts_gathering import PodIndex
 from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
 from tensorfusion.domain.annotations import INDEX_MAX, INDEX_MIN
@@ -77,7 +79,7 @@ class ClusterAdmissionSources:
         is_leader: Callable[[], bool],
         take_index: Callable[[bool], int],
         leader_address: Callable[[], Awaitable[str | None]],
-        token: Callable[[], str],
+        peer: PeerClient,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -91,7 +93,7 @@ class ClusterAdmissionSources:
         self._is_leader = is_leader
         self._take_index = take_index
         self._leader_address = leader_address
-        self._token = token
+        self._peer = peer
         self._rng = rng or random.Random()
 
     def pools(self) -> Sequence[Mapping[str, Any]]:
@@ -163,13 +165,15 @@ class ClusterAdmissionSources:
             raise RuntimeError("no leader known")
         params = {"podName": "admission", **({"preview": "true"} if preview else {})}
         timeout = aiohttp.ClientTimeout(total=LEADER_INDEX_TIMEOUT_S)
-        headers = {"Authorization": f"Bearer {self._token()}"}
+        context = self._peer.ssl_context()
+        headers = {"Authorization": self._peer.authorization()}
         async with (
             aiohttp.ClientSession(timeout=timeout) as session,
             session.get(
-                f"http://{address}/api/assign-index", params=params, headers=headers
-            ) as reply,  # fmt: skip
-        ):
+                f"https://{address}/api/assign-index", params=params, headers=headers,
+                ssl=context, server_hostname=self._peer.server_hostname,
+            ) as reply,
+        ):  # fmt: skip
             text = await reply.text()
             if reply.status != 200:
                 raise RuntimeError(f"HTTP {reply.status}: {text[:200]}")

@@ -1,9 +1,12 @@
-"""The controller's HTTP API on port 8080 (scheduling.md §16).
+"""The controller's HTTP API (scheduling.md §16): on port 8080 (loopback by default) and, for
+peers, on the authenticated HTTPS peer port.
 
 `create_api_app(backend)` returns the aiohttp application; the app layer may add routes (the
 embedded store's write path) before serving it, and names the path prefixes a follower forwards
 to the leader (`forward_prefixes`). Every `/api/*` request but `GET /api/alerts` and
-`GET /api/config` is answered by the leader: a follower forwards it (`forwarding.py`).
+`GET /api/config` is answered by the leader: a follower forwards it to the leader's peer port
+(`forwarding.py`). With `authenticate_callers` (the peer port) every request is authenticated
+and authorized first (`peer_auth.py`).
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from typing import Any, Final
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.api_server.auth import require_controller_service_account
 from tensorfusion.api_server.backend import ApiBackend
 from tensorfusion.api_server.forwarding import LeaderForwarder
 from tensorfusion.api_server.offload import BoundedOffload
+from tensorfusion.api_server.peer_auth import peer_auth_middleware
 from tensorfusion.api_server.pod_body import parse_pod, read_pod_body
 from tensorfusion.api_server.responses import ApiError, error_response, json_response
 from tensorfusion.domain.admission.dry_run import PreparationError, not_a_gpu_worker
@@ -253,6 +258,8 @@ def _forward_middleware(
 def create_api_app(
     backend: ApiBackend,
     *,
+    peer: PeerClient | None = None,
+    authenticate_callers: bool = False,
     forward_prefixes: Sequence[str] = (API_PREFIX,),
     forward_timeout: float = 10.0,
     max_body: int = MAX_FORWARDED_BODY,
@@ -261,16 +268,19 @@ def create_api_app(
     shed: Callable[[], str | None] | None = None,
 ) -> web.Application:
     """The `/api/*` application. A follower forwards requests whose path starts with one of
-    `forward_prefixes` (except alerts and config) to the leader, waiting `forward_timeout`
-    seconds at most; `max_body` bounds the bodies aiohttp reads (413 beyond); `clock` gives
-    `generatedAt` (seconds since the epoch); `offload` runs the simulation's body parsing and
-    simulation off the loop (default: `SIMULATION_THREADS` threads, 429 beyond, and while
-    `shed()` gives a reason)."""
-    forwarder = LeaderForwarder(backend.leader_address, forward_timeout)
+    `forward_prefixes` (except alerts and config) to the leader's peer port through `peer`
+    (503 without one), waiting `forward_timeout` seconds at most; `authenticate_callers`
+    gates every request by TokenReview and SubjectAccessReview (the peer port); `max_body`
+    bounds the bodies aiohttp reads (413 beyond); `clock` gives `generatedAt` (seconds since
+    the epoch); `offload` runs the simulation's body parsing and simulation off the loop
+    (default: `SIMULATION_THREADS` threads, 429 beyond, and while `shed()` gives a reason)."""
+    forwarder = LeaderForwarder(backend.leader_address, peer, forward_timeout)
+    gate = [peer_auth_middleware(backend)] if authenticate_callers else []
     app = web.Application(
         client_max_size=max_body,
         middlewares=[
             _error_middleware(),
+            *gate,
             _forward_middleware(backend, forwarder, tuple(forward_prefixes)),
         ],
     )

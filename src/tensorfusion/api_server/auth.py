@@ -1,6 +1,7 @@
-"""State-changing endpoints need the bearer token of the controller's own ServiceAccount,
+"""Who may call: state-changing endpoints need the bearer token of an allowed ServiceAccount,
 checked by TokenReview (scheduling.md §16): 401 `Unauthorized` without a valid token, 403
-`Forbidden` for a valid token of anyone else."""
+`Forbidden` for a valid token of anyone else. `authenticate` is the TokenReview step alone,
+shared with the peer port's middleware (`peer_auth`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ from collections.abc import Collection
 
 from aiohttp import web
 
-from tensorfusion.api_server.backend import ApiBackend
+from tensorfusion.api_server.backend import ApiBackend, TokenReviewResult
 from tensorfusion.api_server.responses import ApiError
 
-__all__ = ["bearer_token", "require_controller_service_account", "require_service_account"]
+__all__ = [
+    "authenticate",
+    "bearer_token",
+    "require_controller_service_account",
+    "require_service_account",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -50,6 +56,19 @@ async def require_service_account(
     """The username of a valid token of one of the `allowed` usernames (`described` for the
     403 message); else ApiError 401 (no or invalid token), 403 (someone else's token) or 503
     (TokenReview failed)."""
+    review = await authenticate(request, backend)
+    if review.username is None or review.username not in allowed:
+        raise ApiError(
+            403,
+            "Forbidden",
+            f"{review.username or 'this user'} may not call {request.path}: only {described} may",
+        )
+    return review.username
+
+
+async def authenticate(request: web.Request, backend: ApiBackend) -> TokenReviewResult:
+    """The TokenReview of the request's bearer token when it is valid; else ApiError 401 (no
+    or invalid token) or 503 (TokenReview failed)."""
     token = bearer_token(request)
     try:
         review = await backend.review_token(token)
@@ -61,10 +80,4 @@ async def require_service_account(
     if not review.authenticated:
         detail = f": {review.error}" if review.error else ""
         raise _unauthorized(f"the bearer token is not valid{detail}")
-    if review.username is None or review.username not in allowed:
-        raise ApiError(
-            403,
-            "Forbidden",
-            f"{review.username or 'this user'} may not call {request.path}: only {described} may",
-        )
-    return review.username
+    return review

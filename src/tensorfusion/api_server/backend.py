@@ -11,7 +11,7 @@ returns copies the loop never touches.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tensorfusion.domain.admission.dry_run import PodPreparer
@@ -59,6 +59,10 @@ class TokenReviewResult:
     authenticated: bool
     username: str | None = None
     error: str | None = None
+    uid: str | None = None
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The user's extra attributes (a bound token's pod and node), for SubjectAccessReview."""
 
 
 def service_account_username(namespace: str, name: str) -> str:
@@ -83,8 +87,9 @@ class ApiBackend(Protocol):
         ...
 
     async def leader_address(self) -> str | None:
-        """The leader's API address as `ip:port` (`[ip]:port` for IPv6), from the leader-info
-        ConfigMap; None when no leader is known. May raise (answered 503 `NotLeader`)."""
+        """The leader's peer address as `ip:port` (`[ip]:port` for IPv6): the Lease holder's
+        Pod IP and the peer port; None when no leader is known. May raise (answered 503
+        `NotLeader`)."""
         ...
 
     def allocator(self) -> Allocator | None:
@@ -123,4 +128,10 @@ class ApiBackend(Protocol):
     async def review_token(self, token: str) -> TokenReviewResult:
         """A TokenReview of the bearer token (cached by the implementation, 5 minutes).
         May raise when the API server cannot be asked (answered 503 `TokenReviewFailed`)."""
+        ...
+
+    async def authorize(self, user: TokenReviewResult, path: str, verb: str) -> bool:
+        """Whether RBAC lets `user` call the non-resource URL `path` with `verb` (a
+        SubjectAccessReview, cached by the implementation for a minute). May raise when the
+        API server cannot be asked (answered 503 `AuthorizationFailed`)."""
         ...

@@ -1,12 +1,15 @@
 """A replica that is not the leader forwards requests to the leader (scheduling.md §16).
 
-Method, path, query, body and the `Authorization`, `Content-Type` and `Accept` headers go to
-`http://<leader address><path>?<query>`; the leader's status, body and `Content-Type`,
-`Retry-After` and `WWW-Authenticate` headers come back. No leader known, the leader unreachable
-or too slow: 503 `NotLeader` with `Retry-After: 5`. A forwarded request carries
-`X-Tensor-Fusion-Forwarded`; a replica that receives one and is not the leader either answers
-503 instead of forwarding again (the leader-info ConfigMap is out of date), so requests never
-go round in circles.
+Method, path, query, body and the `Content-Type` and `Accept` headers go to the leader's peer
+port, `https://<leader address><path>?<query>`, its certificate checked against the release CA
+(`PeerClient`); `Authorization` carries this replica's own ServiceAccount token and the
+caller's `Authorization`, if any, travels in `X-Tensor-Fusion-Caller-Authorization` (the
+leader's peer port puts it back after checking this replica). The leader's status, body and
+`Content-Type`, `Retry-After` and `WWW-Authenticate` headers come back. No leader known, the
+leader unreachable or too slow, no CA or token to call it with: 503 `NotLeader` with
+`Retry-After: 5`. A forwarded request carries `X-Tensor-Fusion-Forwarded`; a replica that
+receives one and is not the leader either answers 503 instead of forwarding again (the Lease
+changed hands meanwhile), so requests never go round in circles.
 """
 
 from __future__ import annotations
@@ -18,16 +21,18 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
+from tensorfusion.adapters.tls.peer_client import PeerClient, PeerUnavailableError
 from tensorfusion.api_server.responses import ApiError
 from tensorfusion.api_server.serving import join_host_port, parse_host_port
 
-__all__ = ["FORWARDED_HEADER", "LeaderForwarder"]
+__all__ = ["CALLER_AUTHORIZATION_HEADER", "FORWARDED_HEADER", "LeaderForwarder"]
 
 _log = logging.getLogger(__name__)
 
 FORWARDED_HEADER = "X-Tensor-Fusion-Forwarded"
+CALLER_AUTHORIZATION_HEADER = "X-Tensor-Fusion-Caller-Authorization"
 RETRY_AFTER_S = 5
-_REQUEST_HEADERS = ("Authorization", "Content-Type", "Accept")
+_REQUEST_HEADERS = ("Content-Type", "Accept")
 _RESPONSE_HEADERS = ("Content-Type", "Retry-After", "WWW-Authenticate")
 
 
@@ -36,15 +41,17 @@ def _not_leader(message: str) -> ApiError:
 
 
 class LeaderForwarder:
-    """Forwards requests to the address `leader_address` returns; one client session,
-    created on first use and closed by `close()`."""
+    """Forwards requests to the peer port at the address `leader_address` returns, through
+    `peer`; one client session, created on first use and closed by `close()`."""
 
     def __init__(
         self,
         leader_address: Callable[[], Awaitable[str | None]],
+        peer: PeerClient | None,
         timeout: float = 10.0,
     ) -> None:
         self._leader_address = leader_address
+        self._peer = peer
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
@@ -77,20 +84,35 @@ class LeaderForwarder:
         if FORWARDED_HEADER in request.headers:
             raise _not_leader(
                 "this replica received a forwarded request but is not the leader either "
-                "(the leader-info ConfigMap is out of date; retry)"
+                "(the leadership changed meanwhile; retry)"
             )
         target = await self._target()
         body = await request.read()
+        if self._peer is None:
+            raise _not_leader("this replica is not the leader and has no peer port to forward to")
+        try:
+            context, authorization = self._peer.ssl_context(), self._peer.authorization()
+        except PeerUnavailableError as exc:
+            raise _not_leader(f"this replica is not the leader and cannot call it: {exc}") from None
         headers = {
             name: request.headers[name] for name in _REQUEST_HEADERS if name in request.headers
         }
         headers[FORWARDED_HEADER] = "1"
-        url = URL(f"http://{target}{request.raw_path}", encoded=True)
+        headers["Authorization"] = authorization
+        if "Authorization" in request.headers:
+            headers[CALLER_AUTHORIZATION_HEADER] = request.headers["Authorization"]
+        url = URL(f"https://{target}{request.raw_path}", encoded=True)
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         try:
             async with self._session.request(
-                request.method, url, data=body or None, headers=headers, allow_redirects=False
+                request.method,
+                url,
+                data=body or None,
+                headers=headers,
+                allow_redirects=False,
+                ssl=context,
+                server_hostname=self._peer.server_hostname,
             ) as answer:
                 data = await answer.read()
                 kept = {n: answer.headers[n] for n in _RESPONSE_HEADERS if n in answer.headers}

@@ -39,6 +39,7 @@ __all__ = [
     "METRICS_WRITE_PATH",
     "METRICS_WRITE_PREFIX",
     "WRITE_THREADS",
+    "DroppedRows",
     "ExtraTagNames",
     "MetricsSink",
     "add_metrics_write_route",
@@ -89,8 +90,9 @@ class ExtraTagNames:
             return True
 
 
-class _DropLog:
-    """Counts dropped rows and logs them at most every `_DROP_LOG_EVERY_S`, aggregated."""
+class DroppedRows:
+    """`tf_metrics_write_rows_dropped` in `registry`: counts dropped rows and logs them at
+    most every `_DROP_LOG_EVERY_S`, aggregated."""
 
     def __init__(self, registry: CollectorRegistry | None) -> None:
         self.counter = PromCounter(
@@ -141,12 +143,13 @@ def add_metrics_write_route(
     *,
     writers: Collection[str],
     database: str = "public",
-    registry: CollectorRegistry | None = None,
+    dropped: DroppedRows | None = None,
     offload: BoundedOffload | None = None,
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Add the write path to the API app. `writers`: the usernames (ServiceAccounts) whose
-    tokens may write; `database`: the only `db` accepted; `registry` takes the drop counter;
+    tokens may write; `database`: the only `db` accepted; `dropped` counts the rows dropped
+    (one per registry, shared by every app that serves the path);
     `offload` parses bodies (default: `WRITE_THREADS` threads, closed with the app); `clock`
     is the receiver's time in seconds (the time window, lines without a time)."""
     described = " or ".join(sorted(writers))
@@ -158,7 +161,7 @@ def add_metrics_write_route(
 
         app.on_cleanup.append(close_work)
     extra_tags = ExtraTagNames()
-    drops = _DropLog(registry)
+    drops = dropped or DroppedRows(None)
 
     def take_in(raw: bytes, precision: str, now_ms: int) -> Intake:
         try:

@@ -28,22 +28,30 @@ from tensorfusion.adapters.kube.client import KubeClientError, make_client
 from tensorfusion.adapters.kube.custom_resources import missing_crd_message, missing_crds
 from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.adapters.package_data import default_scheduler_config
+from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.alerting.alertmanager_discovery import dns_resolver, hosts_file_resolver
 from tensorfusion.alerting.kube_event_sink import KubernetesEventSink
 from tensorfusion.alerting.leader_service import LeaderAlertService
 from tensorfusion.alerting.replica_config import ReplicaConfig
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
-from tensorfusion.api_server.api_app import API_PREFIX, create_api_app
+from tensorfusion.api_server.api_app import API_PREFIX, SIMULATION_THREADS, create_api_app
 from tensorfusion.api_server.backend import service_account_username
 from tensorfusion.api_server.health_app import create_health_app
 from tensorfusion.api_server.metrics_app import create_metrics_app
-from tensorfusion.api_server.metrics_write import METRICS_WRITE_PREFIX, add_metrics_write_route
+from tensorfusion.api_server.metrics_write import (
+    METRICS_WRITE_PREFIX,
+    WRITE_THREADS,
+    DroppedRows,
+    add_metrics_write_route,
+)
+from tensorfusion.api_server.offload import BoundedOffload
 from tensorfusion.api_server.serving import RunningServer, join_host_port, serve
 from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
 from tensorfusion.app.controller_metrics import ControllerCollector, LoopLagProbe
 from tensorfusion.app.controller_reconcilers import ControllerReconcilers
 from tensorfusion.app.controller_scheduling import prepare_scheduling
+from tensorfusion.app.controller_tls import TlsSite, peer_client, release_certificates, tls_address
 from tensorfusion.app.controller_webhook import WebhookWork
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
@@ -67,11 +75,7 @@ from tensorfusion.domain.settings.controller_flags import (
     parse_controller_flags,
 )
 from tensorfusion.extender.kube_scheduler import SchedulerStartError
-from tensorfusion.runtime.leader_election import (
-    LEASE_NAME,
-    LeaderElector,
-    publish_leader_ip,
-)
+from tensorfusion.runtime.leader_election import LEASE_NAME, LeaderElector
 from tensorfusion.runtime.supervision import Supervisor, TaskFailure
 
 __all__ = [
@@ -138,22 +142,12 @@ class ControllerProcess:
         self.leading.set()
         for name, work in self.leader_work:
             self.supervisor.start(f"leader {name}", _bind(work, self))
-        if self.elector is not None and self.env.pod_ip:
-            self.supervisor.start(
-                "leader publish-ip",
-                lambda: publish_leader_ip(
-                    self.client, self.env.namespace, self.env.pod_ip, fence=self.fence
-                ),
-                restart=False,
-            )
 
     async def stop_leading(self) -> None:
         """Stop every leader-only task at once."""
         self.leading.clear()
         for name, _ in self.leader_work:
             await self.supervisor.cancel(f"leader {name}")
-        with contextlib.suppress(KeyError):
-            await self.supervisor.cancel("leader publish-ip")
 
 
 def _bind(work: LeaderWork, process: ControllerProcess) -> Callable[[], Coroutine[Any, Any, None]]:
@@ -244,33 +238,43 @@ async def run_controller(
     informers.feed_native(native)
     backend = ControllerBackend(
         client=client, namespace=env.namespace, service_account_name=env.service_account,
-        api_port=env.api_port, isolation=env.isolation_policy,
+        peer_port=env.peer_port, isolation=env.isolation_policy,
         args=gpu_scheduling_args(settings), weights=settings.score_weights, state=state,
         native=native, pools=informers.pools, quotas=informers.quotas, gpus=informers.gpus,
         informers=informers.all(), leading=process.is_leader,
         alerts=lambda: alerts.alerts_body(process), config=lambda: _plain(config.config_body()),
     )  # fmt: skip
+    certificates = release_certificates(client, env)
+    peer = peer_client(env, certificates)
+    process.supervisor.start("certificate", certificates.run)
     if env.enable_webhooks:
         webhook = WebhookWork.create(client=client, env=env, informers=informers,
-                                     backend=backend, registry=registry,
-                                     config=config)  # fmt: skip
+                                     backend=backend, registry=registry, config=config,
+                                     certificates=certificates, peer=peer)  # fmt: skip
         backend.webhook_ready = webhook.ready
         process.supervisor.start("webhook", webhook.run)
     informers.start(process.supervisor)
     process.supervisor.start("dynamic-config", config.run)
     process.supervisor.start("loop-lag", loop_lag.run)
+    shared = ApiShared.create(registry, shed=loop_lag.shedder(asyncio.get_running_loop().time))
+    peer_site = TlsSite("peer port", _api_app(env, backend, metrics, shared, peer=peer, gated=True),
+                        tls_address(env, env.peer_port), certificates)  # fmt: skip
+    backend.peer_ready = peer_site.ready
+    process.supervisor.start("peer-port", peer_site.run)
     try:
-        shed = loop_lag.shedder(asyncio.get_running_loop().time)
-        servers = await _start_servers(flags, env, backend, registry, metrics, shed=shed)
+        servers = await _start_servers(flags, env, backend, registry, metrics, shared=shared,
+                                       peer=peer)  # fmt: skip
     except OSError as error:
         _log.error("cannot listen: %s", error)
         await process.supervisor.stop()
+        shared.close()
         return EXIT_BAD_INPUT
     try:
         return await _serve(process)
     finally:
         for server in servers:
             await server.stop()
+        shared.close()
 
 
 def _scheduler_config(flags: ControllerFlags) -> dict[str, Any]:
@@ -326,11 +330,13 @@ async def _start_servers(
     registry: CollectorRegistry,
     metrics: LeaderMetricsService,
     *,
-    shed: Callable[[], str | None],
+    shared: ApiShared,
+    peer: PeerClient,
 ) -> list[RunningServer]:
     servers = [await serve(create_health_app(backend), flags.health_probe_bind_address)]
     api = join_host_port(env.api_host, env.api_port) if env.api_host else f":{env.api_port}"
-    servers.append(await serve(_api_app(env, backend, metrics, shed, registry), api))
+    public = _api_app(env, backend, metrics, shared, peer=peer, gated=False)
+    servers.append(await serve(public, api))
     if flags.metrics_enabled:
         servers.append(await serve(create_metrics_app(registry), flags.metrics_bind_address))
     for server in servers:
@@ -342,23 +348,51 @@ def _api_app(
     env: ControllerEnvironment,
     backend: ControllerBackend,
     metrics: LeaderMetricsService,
-    shed: Callable[[], str | None],
-    registry: CollectorRegistry,
+    shared: ApiShared,
+    *,
+    peer: PeerClient,
+    gated: bool,
 ) -> web.Application:
-    """`/api/*`, and the embedded store's write path unless GreptimeDB is configured (its
-    dropped rows counted in `registry`); simulations are refused (429) while `shed()` says the
-    event loop is behind."""
+    """`/api/*`, and the embedded store's write path unless GreptimeDB is configured, on the
+    work bounds `shared` with the other port; a follower forwards through `peer`; `gated`:
+    every request authenticated and authorized (the peer port)."""
     if env.tsdb.greptime:
-        return create_api_app(backend, shed=shed)
-    app = create_api_app(backend, forward_prefixes=(API_PREFIX, METRICS_WRITE_PREFIX), shed=shed)
+        return create_api_app(backend, peer=peer, authenticate_callers=gated,
+                              offload=shared.simulations)  # fmt: skip
+    app = create_api_app(backend, peer=peer, authenticate_callers=gated,
+                         offload=shared.simulations,
+                         forward_prefixes=(API_PREFIX, METRICS_WRITE_PREFIX))  # fmt: skip
     writers = {
         service_account_username(env.namespace, env.service_account),
         service_account_username(env.namespace, env.hypervisor_service_account),
     }
-    add_metrics_write_route(
-        app, backend, metrics, writers=writers, database=env.tsdb.database, registry=registry
-    )
+    add_metrics_write_route(app, backend, metrics, writers=writers, database=env.tsdb.database,
+                            dropped=shared.dropped, offload=shared.writes)  # fmt: skip
     return app
+
+
+@dataclass(slots=True)
+class ApiShared:
+    """What the public API and the peer port share: one bound on simulations (refused while
+    the event loop is behind), one on metric writes, one drop counter."""
+
+    simulations: BoundedOffload
+    writes: BoundedOffload
+    dropped: DroppedRows
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry, *, shed: Callable[[], str | None]) -> ApiShared:
+        """The bounds of the API's defaults; drops counted in `registry`."""
+        return cls(
+            BoundedOffload(name="simulate-schedule", limit=SIMULATION_THREADS, shed=shed),
+            BoundedOffload(name="metrics-write", limit=WRITE_THREADS),
+            DroppedRows(registry),
+        )
+
+    def close(self) -> None:
+        """Stop the worker threads."""
+        self.simulations.close()
+        self.writes.close()
 
 
 async def _serve(process: ControllerProcess) -> int:

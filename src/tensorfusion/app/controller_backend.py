@@ -10,7 +10,9 @@ from typing import Any, Final
 
 from lightkube import AsyncClient
 from lightkube.models.authentication_v1 import TokenReviewSpec
+from lightkube.models.authorization_v1 import NonResourceAttributes, SubjectAccessReviewSpec
 from lightkube.resources.authentication_v1 import TokenReview
+from lightkube.resources.authorization_v1 import SubjectAccessReview
 
 from tensorfusion.api_server.backend import (
     SimulationInputs,
@@ -30,12 +32,15 @@ from tensorfusion.domain.model import GPU, GPUPool, ModelError, load_as
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 from tensorfusion.domain.vocabulary import IsolationPolicy
 from tensorfusion.runtime.informer import Informer
-from tensorfusion.runtime.leader_election import read_leader_ip
+from tensorfusion.runtime.leader_election import LEASE_NAME, read_leader_ip
 
 __all__ = ["ControllerBackend"]
 
 _log = logging.getLogger(__name__)
 TOKEN_CACHE_S: Final = 300.0
+ACCESS_CACHE_S: Final = 60.0
+"""How long a SubjectAccessReview's answer stands (an RBAC change takes effect after that)."""
+CACHE_ENTRIES: Final = 1024
 
 
 @dataclass(slots=True)
@@ -45,7 +50,7 @@ class ControllerBackend:
     client: AsyncClient
     namespace: str
     service_account_name: str
-    api_port: int
+    peer_port: int
     isolation: IsolationPolicy
     args: GPUSchedulingArgs
     weights: ScoreWeights
@@ -60,10 +65,16 @@ class ControllerBackend:
     config: Callable[[], Mapping[str, Any]] = dict
     listeners_up: Callable[[], bool] = lambda: True
     webhook_ready: Callable[[], bool] = lambda: True
-    """Whether the webhook's certificate is loaded (always, with ENABLE_WEBHOOKS=false)."""
+    """Whether the webhook's site listens with its certificate (always, with
+    ENABLE_WEBHOOKS=false)."""
+    peer_ready: Callable[[], bool] = lambda: True
+    """Whether the peer port listens with the release certificate."""
     counter: PodIndexCounter = field(default_factory=PodIndexCounter)
     clock: Callable[[], float] = time.monotonic
     _reviews: dict[str, tuple[float, TokenReviewResult]] = field(default_factory=dict)
+    _access: dict[tuple[str, tuple[str, ...], str, str], tuple[float, bool]] = field(
+        default_factory=dict
+    )
 
     # ---- HealthBackend -----------------------------------------------------------------------
 
@@ -74,6 +85,8 @@ class ControllerBackend:
             missing.append("HTTP listeners")
         if not self.webhook_ready():
             missing.append("webhook certificate")
+        if not self.peer_ready():
+            missing.append("peer port")
         unsynced = [i.name for i in self.informers if not i.has_synced]
         if unsynced:
             missing.append(f"informer caches ({', '.join(unsynced)})")
@@ -86,9 +99,9 @@ class ControllerBackend:
         return self.leading()
 
     async def leader_address(self) -> str | None:
-        """`ip:port` of the leader's API, from the leader-info ConfigMap."""
-        ip = await read_leader_ip(self.client, self.namespace)
-        return None if ip is None else join_host_port(ip, self.api_port)
+        """`ip:port` of the leader's peer port: the Lease holder's Pod IP."""
+        ip = await read_leader_ip(self.client, self.namespace, LEASE_NAME)
+        return None if ip is None else join_host_port(ip, self.peer_port)
 
     def allocator(self) -> Allocator | None:
         """The live allocator once recovered (None before)."""
@@ -144,15 +157,38 @@ class ControllerBackend:
             return known[1]
         review = await self.client.create(TokenReview(spec=TokenReviewSpec(token=token)))
         status = review.status
+        user = status.user if status else None
         result = TokenReviewResult(
             authenticated=bool(status and status.authenticated),
-            username=status.user.username if status and status.user else None,
+            username=user.username if user else None,
             error=status.error if status else None,
+            uid=user.uid if user else None,
+            groups=tuple(user.groups or ()) if user else (),
+            extra={k: tuple(v) for k, v in (user.extra or {}).items()} if user else {},
         )
-        if len(self._reviews) > 1024:
+        if len(self._reviews) > CACHE_ENTRIES:
             self._reviews.clear()
         self._reviews[token] = (now, result)
         return result
+
+    async def authorize(self, user: TokenReviewResult, path: str, verb: str) -> bool:
+        """A SubjectAccessReview of `verb` on the non-resource URL `path`, cached a minute."""
+        key = (user.username or "", user.groups, path, verb)
+        now = self.clock()
+        known = self._access.get(key)
+        if known is not None and now - known[0] < ACCESS_CACHE_S:
+            return known[1]
+        spec = SubjectAccessReviewSpec(
+            user=user.username, uid=user.uid, groups=list(user.groups),
+            extra={k: list(v) for k, v in user.extra.items()} or None,
+            nonResourceAttributes=NonResourceAttributes(path=path, verb=verb),
+        )  # fmt: skip
+        answer = await self.client.create(SubjectAccessReview(spec=spec))
+        allowed = bool(answer.status and answer.status.allowed)
+        if len(self._access) > CACHE_ENTRIES:
+            self._access.clear()
+        self._access[key] = (now, allowed)
+        return allowed
 
 
 # ---- typed objects of the caches (in the simulation's thread) -----------------------------------

@@ -5,10 +5,11 @@ the Deployment as installed, writes the ConfigMaps it mounts into kubelet-style 
 (`config_volumes`), and starts `tensor-fusion controller` with the container's command
 (`/manager` is the image's entry to it) and env (`fieldRef`s resolved to the replica's pod name,
 namespace and loopback IP; `secretKeyRef`s read from the API), plus what a machine without a
-kubelet needs: the paths of those directories, its own ports on its loopback IP, heartbeat
-readiness for the agents. It talks to the API server with a token of the chart's
-ServiceAccount (TokenRequest), never as an administrator, so a permission the chart forgot
-fails here as it would in a cluster.
+kubelet needs: the paths of those directories, its own ports on its loopback IP (the public
+API and the peer port both), the ServiceAccount token in a file of its own (`PEER_TOKEN_FILE`),
+a Pod object reporting its IP (`replica_pods`), heartbeat readiness for the agents. It talks
+to the API server with a token of the chart's ServiceAccount (TokenRequest), never as an
+administrator, so a permission the chart forgot fails here as it would in a cluster.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from lightkube.resources.core_v1 import ConfigMap, Secret, ServiceAccountToken
 from tensorfusion.devenv.config_volumes import ConfigDirectory
 from tensorfusion.devenv.control_plane import ControlPlane
 from tensorfusion.devenv.processes import Component, eventually, free_port
+from tensorfusion.devenv.replica_pods import stand_in_pod
 from tensorfusion.devenv.source_tree import CHART, EXECUTABLE, NAMESPACE, RELEASE
 
 __all__ = ["ChartControllers", "Replica", "helm_install", "point_webhook", "token_of"]
@@ -93,9 +95,14 @@ class Replica:
     health_port: int
     webhook_port: int
     component: Component
+    peer_port: int = 9444
 
     def url(self, path: str, *, health: bool = False) -> str:
         return f"http://{self.ip}:{self.health_port if health else self.api_port}{path}"
+
+    def peer_url(self, path: str = "") -> str:
+        """`path` on the replica's peer port (HTTPS)."""
+        return f"https://{self.ip}:{self.peer_port}{path}"
 
 
 @dataclass
@@ -137,6 +144,7 @@ class ChartControllers:
     async def account_kubeconfig(self, account: str) -> Path:
         """A kubeconfig carrying a token of the release namespace's ServiceAccount `account`."""
         token = await token_of(self.kube, account, self.token_expiration_s)
+        (self.workdir / f"{account}.token").write_text(token)
         admin = yaml.safe_load(self.plane.kubeconfig.read_text())
         cluster = admin["clusters"][0]
         config = {
@@ -149,6 +157,10 @@ class ChartControllers:
         path = self.workdir / f"{account}.kubeconfig"
         path.write_text(yaml.safe_dump(config))
         return path
+
+    def token_file(self, account: str) -> Path:
+        """The file of the token `account_kubeconfig` issued for `account`."""
+        return self.workdir / f"{account}.token"
 
     async def sync_config_maps(self) -> list[str]:
         """Write every ConfigMap the Deployment mounts into its directory (a kubelet's sync);
@@ -177,7 +189,8 @@ class ChartControllers:
         if ip is None:
             ip = f"{self.ip_prefix}{self._next_ip}"
             self._next_ip += 1
-        api_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "http")
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        api_port, peer_port = ports["http"], ports["peer"]
         health_port, metrics_port = free_port(), free_port()
         mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts") or ()}
         paths = {mounts[name]: directory.path for name, directory in self.configs.items()
@@ -198,20 +211,23 @@ class ChartControllers:
             *self.extra_flags,
         ]  # fmt: skip
         env = await self._env(container, pod, ip)
-        webhook_port = next(p["containerPort"] for p in container["ports"]
-                            if p["name"] == "webhook")  # fmt: skip
+        webhook_port = ports["webhook"]
+        account = pod_spec["serviceAccountName"]
         # whichever replica issues the webhook certificate names every replica's address
         every_ip = ",".join(f"{self.ip_prefix}{i}" for i in range(1, 20))
-        env.update({"API_BIND_HOST": ip, "PORT": str(api_port),
+        env.update({"API_BIND_HOST": ip, "PEER_BIND_HOST": ip, "PORT": str(api_port),
+                    "PEER_TOKEN_FILE": str(self.token_file(account)),
                     "TSDB_EMBEDDED_DIR": str(self.workdir / pod / "tsdb"),
                     "WEBHOOK_CERT_EXTRA_HOSTS": every_ip, **self.extra_env})  # fmt: skip
+        await stand_in_pod(self.kube, namespace=NAMESPACE, name=pod, ip=ip,
+                           service_account=account)  # fmt: skip
         component = Component(
             pod, argv, self.workdir / f"{pod}.log", env=env,
             pid_file=self.pid_dir / f"{pod}.pid" if self.pid_dir else None,
             detached=self.detached,
         )  # fmt: skip
         component.start()
-        replica = Replica(pod, ip, api_port, health_port, webhook_port, component)
+        replica = Replica(pod, ip, api_port, health_port, webhook_port, component, peer_port)
         self.replicas[pod] = replica
         return replica
 

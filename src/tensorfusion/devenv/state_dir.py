@@ -77,6 +77,8 @@ class DevState(BaseModel):
     api_server: str = ""
     controller_api: str = ""
     """The controller's HTTP API (what the guide reaches with `kubectl port-forward`)."""
+    controller_peer: str = ""
+    """The controllers' peer port behind one address (the agents' metric writes, HTTPS)."""
     webhook: str = ""
     alertmanagers: list[str] = Field(default_factory=list)
     nodes: int = 0

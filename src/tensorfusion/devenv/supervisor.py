@@ -45,10 +45,12 @@ from tensorfusion.devenv.control_plane import ControlPlane
 from tensorfusion.devenv.fake_nodes import FakeNode, create_node, fake_nodes
 from tensorfusion.devenv.node_agents import AgentRunner
 from tensorfusion.devenv.processes import Component, free_port, tail
+from tensorfusion.devenv.replica_pods import release_ca_file
 from tensorfusion.devenv.source_tree import NAMESPACE, RELEASE
 from tensorfusion.devenv.state_dir import ComponentInfo, DevDirectory, DevPhase, DevState
 from tensorfusion.devenv.tcp_proxy import RoundRobinProxy
 from tensorfusion.devenv.workload_pods import WorkloadPods
+from tensorfusion.domain.settings.controller_environment import DEFAULT_WEBHOOK_SECRET
 from tensorfusion.sim.cluster_file import ClusterFile
 
 __all__ = ["DEV_VALUES", "DevSettings", "serve"]
@@ -238,8 +240,13 @@ class Supervisor:
         api = RoundRobinProxy([(r.ip, r.api_port) for r in replicas], failover=True)
         await api.start(services, api_port)
         stack.push_async_callback(api.close)
+        peer_port = free_port()
+        peer = RoundRobinProxy([(r.ip, r.peer_port) for r in replicas], failover=True)
+        await peer.start(services, peer_port)
+        stack.push_async_callback(peer.close)
         self.state.webhook = f"https://{services}:{webhook_port}/mutate-v1-pod"
         self.state.controller_api = f"http://{services}:{api_port}"
+        self.state.controller_peer = f"https://{services}:{peer_port}"
         self.endpoints.update(webhook=f"{services}:{webhook_port}", api=f"{services}:{api_port}")
         for replica in replicas:
             self.endpoints[replica.pod] = f"{replica.ip}:{replica.api_port}"
@@ -292,8 +299,18 @@ class Supervisor:
         token = agents_dir / "agent-token"
         token.write_text(await token_of(kube, "tensor-fusion-hypervisor-sa", TOKEN_EXPIRATION_S))
         token.chmod(0o600)
-        metrics = {"TF_METRICS_WRITE_URL": self.state.controller_api,
-                   "TF_METRICS_WRITE_TOKEN_FILE": str(token)}  # fmt: skip
+        ca = await release_ca_file(
+            kube,
+            namespace=NAMESPACE,
+            secret=DEFAULT_WEBHOOK_SECRET,
+            path=agents_dir / "peer-ca.crt",
+            timeout_s=READY_TIMEOUT_S,
+        )
+        metrics = {
+            "TF_METRICS_WRITE_URL": self.state.controller_peer,
+            "TF_METRICS_WRITE_TOKEN_FILE": str(token),
+            "TF_METRICS_WRITE_CA_FILE": str(ca),
+        }
         self.agents = AgentRunner(self.plane, kube, NAMESPACE, agents_dir, simulation_file,
                                   metrics, ip_prefix=self.ranges.nodes, pid_dir=self.directory.pids,
                                   detached=True)  # fmt: skip

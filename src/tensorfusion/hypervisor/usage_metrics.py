@@ -6,8 +6,10 @@ them to the line-protocol writer (buffered, batched, retried with backoff) for
 
 Credentials: `token <user>:<password>` when `TF_METRICS_WRITE_USER` and `..._PASSWORD` are set
 (GreptimeDB cloud), else `Bearer <token>` from `TF_METRICS_WRITE_TOKEN_FILE` (the pod's
-ServiceAccount token by default; the embedded store checks it), read at every cycle so a
-rotated token is used at once. Nothing here ends the agent: a failing sample, token read or
+ServiceAccount token; the embedded store on the controller's peer port checks it), read at
+every cycle so a rotated token is used at once, and never sent to an `http://` URL. An HTTPS
+URL is verified with `TF_METRICS_WRITE_CA_FILE` when set (re-read every cycle: a renewed CA is
+used at once). Nothing here ends the agent: a failing sample, token read or
 cycle is logged (once per distinct message) and counted, and the loop goes on.
 """
 
@@ -16,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from tensorfusion.adapters.tls.peer_client import PeerUnavailableError, client_context
 from tensorfusion.adapters.tsdb.greptime_store import GreptimeSettings
 from tensorfusion.adapters.tsdb.greptime_writer import LineProtocolWriter, WriteEndpoint
 from tensorfusion.domain.devices.gpu_objects import gpu_name
@@ -33,7 +37,7 @@ from tensorfusion.hypervisor.object_sync import GPUObjectSync
 from tensorfusion.hypervisor.system_log import SystemLogRows
 from tensorfusion.hypervisor.usage_samples import NodeFigures, usage_samples, workers_of
 
-__all__ = ["UsageMetrics", "WriteCredentials", "usage_metrics"]
+__all__ = ["UsageMetrics", "WriteCredentials", "WriteTls", "usage_metrics"]
 
 _log = logging.getLogger(__name__)
 COMPONENT: Final = "hypervisor"
@@ -41,18 +45,25 @@ Pods = Callable[[], Iterable[Mapping[str, Any]]]
 
 
 class WriteCredentials:
-    """The `Authorization` header of metric writes."""
+    """The `Authorization` header of metric writes to `url`."""
 
-    def __init__(self, *, user: str = "", password: str = "", token_file: str = "") -> None:
+    def __init__(
+        self, *, url: str = "", user: str = "", password: str = "", token_file: str = ""
+    ) -> None:
         cloud = GreptimeSettings(host="", is_cloud=True, user=user, password=password)
         self._fixed = cloud.authorization()
         self._token_file = Path(token_file) if token_file else None
+        self._cleartext = not url.lower().startswith("https://")
         self.error = ""
 
     def __call__(self) -> str:
         """The header value now ("" when there is none to send)."""
         if self._fixed or self._token_file is None:
             return self._fixed
+        if self._cleartext:
+            self._report(f"the metrics write URL is not HTTPS: the token {self._token_file} "
+                         "is not sent in cleartext")  # fmt: skip
+            return ""
         try:
             token = self._token_file.read_text(encoding="utf-8").strip()
         except OSError as error:
@@ -70,6 +81,33 @@ class WriteCredentials:
         self.error = message
 
 
+class WriteTls:
+    """The client context of HTTPS metric writes: `ca_file`'s CA, rebuilt when it changes;
+    None (the system's CAs) without a file or while it cannot be read (logged once)."""
+
+    def __init__(self, ca_file: str = "") -> None:
+        self._path = Path(ca_file) if ca_file else None
+        self._ca = b""
+        self._context: ssl.SSLContext | None = None
+        self.error = ""
+
+    def __call__(self) -> ssl.SSLContext | None:
+        if self._path is None:
+            return None
+        try:
+            ca = self._path.read_bytes()
+            if ca != self._ca or self._context is None:
+                self._context, self._ca = client_context(ca), ca
+        except (OSError, PeerUnavailableError) as error:
+            message = f"the metrics write CA {self._path}: {error}"
+            if message != self.error:
+                _log.warning("%s; verifying with the system's CAs", message)
+            self.error = message
+            return None
+        self.error = ""
+        return self._context
+
+
 class UsageMetrics:
     """One node's usage rows and log rows, every interval, into a writer."""
 
@@ -82,6 +120,7 @@ class UsageMetrics:
         writer: LineProtocolWriter,
         authorization: Callable[[], str],
         interval_s: float,
+        tls: Callable[[], ssl.SSLContext | None] = lambda: None,
         log_rows: SystemLogRows | None = None,
         extra_labels: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
@@ -92,6 +131,7 @@ class UsageMetrics:
         self._pods = pods
         self.writer = writer
         self._authorization = authorization
+        self._tls = tls
         self._interval = interval_s
         self.log_rows = log_rows
         self._clock = clock
@@ -121,7 +161,8 @@ class UsageMetrics:
             rows = gpu_usage_rows(gpus, ts_ms) + worker_usage_rows(workers, ts_ms)
         if self.log_rows is not None:
             rows = self.log_rows.drain() + rows
-        self.writer.endpoint = WriteEndpoint(self.writer.endpoint.url, self._authorization())
+        self.writer.endpoint = WriteEndpoint(self.writer.endpoint.url, self._authorization(),
+                                             self._tls())  # fmt: skip
         self.writer.write(rows)
         self.cycles += 1
         self.rows += len(rows)
@@ -175,7 +216,7 @@ def usage_metrics(
         return None
     target = GreptimeSettings(host="", db=env.metrics_write_db or "public",
                               write_base_url=env.metrics_write_url)  # fmt: skip
-    credentials = WriteCredentials(user=env.metrics_write_user,
+    credentials = WriteCredentials(url=env.metrics_write_url, user=env.metrics_write_user,
                                    password=env.metrics_write_password,
                                    token_file=env.metrics_write_token_file)  # fmt: skip
 
@@ -190,4 +231,5 @@ def usage_metrics(
     return UsageMetrics(provider=provider, figures=figures, pods=pods,
                         writer=LineProtocolWriter(WriteEndpoint(target.write_url())),
                         authorization=credentials, interval_s=env.metrics_interval_s,
+                        tls=WriteTls(env.metrics_write_ca_file),
                         log_rows=log_rows, extra_labels=env.metrics_extra_labels)  # fmt: skip

@@ -51,18 +51,11 @@ from typing import Final, Self
 import httpx
 from lightkube import ApiError, AsyncClient
 
-from .leader_election_info import (
-    LEADER_INFO_CONFIGMAP,
-    LEADER_IP_KEY,
-    publish_leader_ip,
-    read_leader_ip,
-)
+from .leader_election_info import read_leader_ip
 from .leader_election_lock import LeaseLock, LeaseRecord, Outcome, utc_now
 
 __all__ = [
     "JITTER_FACTOR",
-    "LEADER_INFO_CONFIGMAP",
-    "LEADER_IP_KEY",
     "LEASE_DURATION",
     "LEASE_NAME",
     "RENEW_DEADLINE",
@@ -70,7 +63,6 @@ __all__ = [
     "LeaderElector",
     "LeaseRecord",
     "NotLeaderError",
-    "publish_leader_ip",
     "read_leader_ip",
 ]
 

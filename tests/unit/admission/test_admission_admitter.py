@@ -12,6 +12,7 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
+from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.admission.admitter import ClusterAdmitter
 from tensorfusion.admission.cluster_sources import ClusterAdmissionSources
 from tensorfusion.admission.facts_gathering import AdmissionSettings
@@ -42,7 +43,8 @@ def admitter(workloads: Cache, taken: list[bool] | None = None) -> ClusterAdmitt
     sources = ClusterAdmissionSources(
         client=unreachable, pools=Cache(make_pool()), profiles=Cache(), quotas=Cache(),
         gpus=Cache(), namespaces=Cache(), is_leader=lambda: True, take_index=take,
-        leader_address=no_leader, token=lambda: "", rng=random.Random(1),
+        leader_address=no_leader, rng=random.Random(1),
+        peer=PeerClient(ca=lambda: None, server_hostname=""),
     )  # fmt: skip
     return ClusterAdmitter(unreachable, sources, AdmissionSettings(), workloads=workloads)
 

@@ -1,11 +1,13 @@
 """`ClusterAdmissionSources`: facts from caches, owner paths, and the pod index from the leader
-(locally, over `GET /api/assign-index` with the token, or a random one with a warning)."""
+(locally, over `GET /api/assign-index` on its peer port with the token, or a random one with a
+warning)."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -14,11 +16,16 @@ from aiohttp.test_utils import TestServer
 from lightkube import AsyncClient
 from lightkube.config.kubeconfig import KubeConfig
 
+from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.admission.cluster_sources import (
     OWNER_CACHE_S,
     ClusterAdmissionSources,
     owner_path,
 )
+from tests.peer_tls import peer_client, release_bundle, serving
+
+BUNDLE = release_bundle()
+NO_PEER = PeerClient(ca=lambda: None, server_hostname="tensor-fusion.tf-sys.svc")
 
 
 class Cache:
@@ -41,8 +48,9 @@ def quota(name: str, created: str) -> dict[str, Any]:
 
 
 def sources(
-    *, leader: bool = False, address: str | None = None, taken: list[bool] | None = None
-) -> ClusterAdmissionSources:
+    *, leader: bool = False, address: str | None = None, taken: list[bool] | None = None,
+    peer: PeerClient = NO_PEER,
+) -> ClusterAdmissionSources:  # fmt: skip
     async def leader_address() -> str | None:
         return address
 
@@ -56,7 +64,7 @@ def sources(
                      quota("older", "2026-01-01T00:00:00Z")),
         gpus=Cache(), namespaces=Cache({"metadata": {"name": "team", "labels": {"a": "b"}}}),
         is_leader=lambda: leader, take_index=take, leader_address=leader_address,
-        token=lambda: "own-token", rng=random.Random(3),
+        peer=peer, rng=random.Random(3),
     )  # fmt: skip
 
 
@@ -96,20 +104,34 @@ async def leader() -> AsyncIterator[tuple[str, list[Mapping[str, str]]]]:
     app = web.Application()
     app.router.add_get("/api/assign-index", assign)
     server = TestServer(app)
-    await server.start_server()
+    await server.start_server(ssl=serving(BUNDLE))
     try:
         yield f"127.0.0.1:{server.port}", seen
     finally:
         await server.close()
 
 
-async def test_a_follower_asks_the_leader_with_its_token(
-    leader: tuple[str, list[Mapping[str, str]]],
+async def test_a_follower_asks_the_leader_with_its_token_over_verified_https(
+    leader: tuple[str, list[Mapping[str, str]]], tmp_path: Path
 ) -> None:
     address, seen = leader
-    index = await sources(address=address).pod_index(preview=True)
+    index = await sources(address=address, peer=peer_client(BUNDLE, tmp_path)).pod_index(
+        preview=True
+    )
     assert (index.value, index.warning) == (17, None)
     assert seen == [{"podName": "admission", "preview": "true", "auth": "Bearer own-token"}]
+
+
+async def test_no_token_is_sent_to_a_peer_whose_certificate_is_not_the_releases(
+    leader: tuple[str, list[Mapping[str, str]]], tmp_path: Path
+) -> None:
+    address, seen = leader
+    stranger = peer_client(release_bundle(), tmp_path)  # another CA
+    index = await sources(address=address, peer=stranger).pod_index(preview=False)
+    assert index.warning is not None and "CERTIFICATE_VERIFY_FAILED" in index.warning
+    no_ca = await sources(address=address).pod_index(preview=False)
+    assert no_ca.warning is not None and "release CA is not loaded" in no_ca.warning
+    assert seen == [], "the leader stand-in never received a request"
 
 
 async def test_a_silent_leader_means_a_random_index_with_a_warning() -> None:
@@ -141,7 +163,7 @@ async def test_an_identity_read_of_an_owner_is_reused_briefly_and_a_count_read_n
     found = ClusterAdmissionSources(
         client=AsyncClient(config=config), pools=Cache(), profiles=Cache(), quotas=Cache(),
         gpus=Cache(), namespaces=Cache(), is_leader=lambda: True, take_index=lambda _: 1,
-        leader_address=lambda: asyncio.sleep(0, None), token=lambda: "", clock=lambda: now[0],
+        leader_address=lambda: asyncio.sleep(0, None), peer=NO_PEER, clock=lambda: now[0],
     )  # fmt: skip
     ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "rs"}
     try:

@@ -83,6 +83,10 @@ class FakeBackend:
     review_error: Exception | None = None
     missing: list[str] = field(default_factory=list)
     reviewed: list[str] = field(default_factory=list)
+    grants: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    """RBAC of the peer port: username to the (path prefix, verb) pairs it may call."""
+    authorize_error: Exception | None = None
+    authorized: list[tuple[str, str, str]] = field(default_factory=list)
     address_reads: int = 0
 
     def is_leader(self) -> bool:
@@ -125,6 +129,13 @@ class FakeBackend:
         if self.review_error is not None:
             raise self.review_error
         return self.tokens.get(token, TokenReviewResult(False, error="token not found"))
+
+    async def authorize(self, user: TokenReviewResult, path: str, verb: str) -> bool:
+        self.authorized.append((user.username or "", path, verb))
+        if self.authorize_error is not None:
+            raise self.authorize_error
+        return any(path.startswith(prefix) and verb == allowed
+                   for prefix, allowed in self.grants.get(user.username or "", ()))  # fmt: skip
 
     def missing_for_traffic(self) -> Sequence[str]:
         return self.missing

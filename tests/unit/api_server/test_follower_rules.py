@@ -98,7 +98,7 @@ async def test_a_forwarded_request_is_never_forwarded_again(
 ) -> None:
     follower.address = "127.0.0.1:1"
     response = await client.get(ALLOCATION_PATH, headers={FORWARDED_HEADER: "1"})
-    assert "out of date" in await not_leader(response)
+    assert "changed meanwhile" in await not_leader(response)
     assert follower.address_reads == 0
 
 

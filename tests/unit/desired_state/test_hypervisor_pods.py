@@ -264,10 +264,20 @@ def test_the_metrics_target_follows_the_controller_tsdb_environment() -> None:
     )
     token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
     assert metrics_write_target(embedded) == MetricsWriteTarget(
-        url="http://tensor-fusion-sys.tf-sys.svc:8080", db="public", token_file=token)  # fmt: skip
+        url="https://tensor-fusion-sys.tf-sys.svc:9444", db="public", token_file=token,
+        ca_secret="tensor-fusion-webhook-secret")  # fmt: skip
     to_embedded = HypervisorPodSettings(namespace="n", default_image="i:1",
                                         metrics=metrics_write_target(embedded))  # fmt: skip
-    assert env_of(render(settings=to_embedded))["TF_METRICS_WRITE_TOKEN_FILE"] == token
+    pod = render(settings=to_embedded)
+    assert env_of(pod)["TF_METRICS_WRITE_TOKEN_FILE"] == token
+    # The peer port's CA, and only ca.crt of the Secret (never its keys).
+    assert env_of(pod)["TF_METRICS_WRITE_CA_FILE"] == "/etc/tensor-fusion/peer-ca/ca.crt"
+    [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "peer-ca"]
+    assert volume["secret"] == {"secretName": "tensor-fusion-webhook-secret", "optional": True,
+                                "items": [{"key": "ca.crt", "path": "ca.crt"}]}  # fmt: skip
+    [agent] = [c for c in pod["spec"]["containers"] if c["name"] == "hypervisor"]
+    assert {"name": "peer-ca", "mountPath": "/etc/tensor-fusion/peer-ca",
+            "readOnly": True} in agent["volumeMounts"]  # fmt: skip
     hosted = ControllerEnvironment.from_mapping(
         {"TSDB_MYSQL_HOST": "greptime.db.svc", "TSDB_HTTP_PORT": "4100",
          "TSDB_MYSQL_DATABASE": "metrics"})  # fmt: skip
@@ -277,6 +287,7 @@ def test_the_metrics_target_follows_the_controller_tsdb_environment() -> None:
     to_greptime = HypervisorPodSettings(namespace="n", default_image="i:1",
                                         metrics=metrics_write_target(hosted))  # fmt: skip
     assert "TF_METRICS_WRITE_TOKEN_FILE" not in env_of(render(settings=to_greptime))
+    assert "TF_METRICS_WRITE_CA_FILE" not in env_of(render(settings=to_greptime))
     cloud = ControllerEnvironment.from_mapping(
         {"TSDB_MYSQL_HOST": "x.greptime.cloud", "TSDB_IS_CLOUD": "true", "TSDB_MYSQL_USER": "me",
          "TSDB_MYSQL_PASSWORD": "secret", "TF_RELEASE_FULLNAME": "tensor-fusion-sys"})  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -29,8 +30,14 @@ from tensorfusion.domain.metrics.line_protocol import parse_lines
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnvironment
 from tensorfusion.hypervisor.system_log import SystemLogRows
-from tensorfusion.hypervisor.usage_metrics import UsageMetrics, WriteCredentials, usage_metrics
+from tensorfusion.hypervisor.usage_metrics import (
+    UsageMetrics,
+    WriteCredentials,
+    WriteTls,
+    usage_metrics,
+)
 from tensorfusion.hypervisor.usage_samples import NodeFigures
+from tests.peer_tls import release_bundle, serving
 
 GIB = 1 << 30
 START_S = 1_800_000_000.0
@@ -93,10 +100,11 @@ def loop(
     log_rows: SystemLogRows | None = None,
     interval_s: float = 10.0,
     extra_labels: dict[str, str] | None = None,
+    tls: Callable[[], ssl.SSLContext | None] = lambda: None,
 ) -> UsageMetrics:
     spec = parse_simulation(SIMULATION, "sim.yaml", "node-1")
     return UsageMetrics(provider=provider or SimulatedProvider(spec, START_S), figures=figures,
-                        pods=lambda: PODS, writer=writer, authorization=authorization,
+                        pods=lambda: PODS, writer=writer, authorization=authorization, tls=tls,
                         interval_s=interval_s, log_rows=log_rows,
                         extra_labels=extra_labels)  # fmt: skip
 
@@ -239,15 +247,33 @@ def fast_writer(url: str) -> LineProtocolWriter:
                               backoff=Backoff(initial_s=0.01, cap_s=0.02))  # fmt: skip
 
 
+@pytest.fixture
+async def https_store(tmp_path: Path) -> AsyncIterator[tuple[Endpoint, str, Path]]:
+    """The store's write path over HTTPS with a release certificate; the CA's file."""
+    bundle = release_bundle("127.0.0.1")
+    assert bundle.ca_pem is not None
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(bundle.ca_pem)
+    endpoint = Endpoint()
+    app = web.Application()
+    app.router.add_post("/v1/influxdb/api/v2/write", endpoint.handle)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server(ssl=serving(bundle))
+    url = f"https://127.0.0.1:{server.port}/v1/influxdb/api/v2/write?db=public&precision=ms"
+    yield endpoint, url, ca
+    await server.close()
+
+
 async def test_the_writer_posts_with_the_token_of_each_cycle_and_retries_a_failing_store(
-    store: tuple[Endpoint, str], tmp_path: Path
+    https_store: tuple[Endpoint, str, Path], tmp_path: Path
 ) -> None:
-    endpoint, url = store
+    endpoint, url, ca = https_store
     endpoint.script = [503, 500]
     token = tmp_path / "token"
     token.write_text("first\n")
     writer = fast_writer(url)
-    usage = loop(writer, authorization=WriteCredentials(token_file=str(token)))
+    usage = loop(writer, authorization=WriteCredentials(url=url, token_file=str(token)),
+                 tls=WriteTls(str(ca)))  # fmt: skip
     await writer.start()
     try:
         await usage.cycle(START_S)
@@ -265,10 +291,41 @@ async def test_the_writer_posts_with_the_token_of_each_cycle_and_retries_a_faili
         await writer.close()
 
 
+def test_a_token_is_never_sent_over_plain_http(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("secret-token")
+    plain = WriteCredentials(url="http://tensor-fusion.tf-sys.svc:8080", token_file=str(token))
+    assert plain() == ""
+    assert "not sent in cleartext" in plain.error
+    assert WriteCredentials(url="https://tf:9444", token_file=str(token))() == "Bearer secret-token"
+
+
+async def test_a_store_whose_certificate_the_ca_file_does_not_verify_gets_no_rows(
+    https_store: tuple[Endpoint, str, Path], tmp_path: Path
+) -> None:
+    endpoint, url, _ = https_store
+    other = release_bundle("127.0.0.1")
+    assert other.ca_pem is not None
+    (tmp_path / "other-ca.crt").write_bytes(other.ca_pem)
+    token = tmp_path / "token"
+    token.write_text("secret-token")
+    writer = fast_writer(url)
+    usage = loop(writer, authorization=WriteCredentials(url=url, token_file=str(token)),
+                 tls=WriteTls(str(tmp_path / "other-ca.crt")))  # fmt: skip
+    await writer.start()
+    try:
+        await usage.cycle(START_S)
+        await until(lambda: counted(writer.metrics.write_errors) >= 1, "a failed write")
+        assert "CERTIFICATE_VERIFY_FAILED" in writer.last_error
+        assert endpoint.requests == []
+    finally:
+        await writer.close()
+
+
 def test_credentials_cloud_user_or_a_missing_token_file(tmp_path: Path) -> None:
     cloud = WriteCredentials(user="alice", password="s3cret", token_file=str(tmp_path / "x"))
     assert cloud() == "token alice:s3cret"
-    missing = WriteCredentials(token_file=str(tmp_path / "absent"))
+    missing = WriteCredentials(url="https://tf:9444", token_file=str(tmp_path / "absent"))
     assert missing() == ""
     assert "absent" in missing.error
 

@@ -35,6 +35,7 @@ __all__ = [
     "CertificateBundle",
     "CertificateDataError",
     "issue",
+    "missing_hosts",
     "read_secret",
     "renewal_due",
     "secret_data",
@@ -214,11 +215,27 @@ def _ca_due(ca: x509.Certificate, now: datetime.datetime) -> bool:
     return now >= _two_thirds(ca) or ca.not_valid_after_utc - now < SERVING_VALIDITY
 
 
-def renewal_due(bundle: CertificateBundle, now: datetime.datetime) -> bool:
-    """Whether a bundle the controller issued needs renewing (never one from elsewhere)."""
+def missing_hosts(bundle: CertificateBundle, hosts: Sequence[str]) -> list[str]:
+    """The `hosts` the serving certificate does not name (IP or DNS SANs, exact match)."""
+    try:
+        names = bundle.certificate.extensions.get_extension_for_class(
+            x509.SubjectAlternativeName).value  # fmt: skip
+    except x509.ExtensionNotFound:
+        return list(hosts)
+    named = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+    named.update(names.get_values_for_type(x509.DNSName))
+    return [host for host in hosts if host not in named]
+
+
+def renewal_due(
+    bundle: CertificateBundle, now: datetime.datetime, hosts: Sequence[str] = ()
+) -> bool:
+    """Whether a bundle the controller issued needs renewing (never one from elsewhere):
+    two thirds of its life passed, or one of `hosts` missing from it (a name added by an
+    upgrade, as the peer port's)."""
     if not bundle.issued_here:
         return False
-    if now >= _two_thirds(bundle.certificate):
+    if now >= _two_thirds(bundle.certificate) or missing_hosts(bundle, hosts):
         return True
     return bundle.ca_pem is not None and _ca_due(x509.load_pem_x509_certificate(bundle.ca_pem), now)
 

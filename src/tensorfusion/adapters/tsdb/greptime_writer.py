@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections import Counter as Tally
 from collections.abc import Awaitable, Callable, Sequence
@@ -77,6 +78,8 @@ class WriteEndpoint:
 
     url: str
     authorization: str = field(default="", repr=False)
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    """The CA to verify an HTTPS endpoint with (None: the system's)."""
 
 
 class WriterMetrics:
@@ -284,7 +287,7 @@ class LineProtocolWriter:
         self.requests += 1
         try:
             async with self._session.post(
-                self.endpoint.url, data=body, headers=headers
+                self.endpoint.url, data=body, headers=headers, ssl=self.endpoint.ssl_context or True
             ) as response:
                 status = response.status
                 text = (await response.text(errors="replace"))[:_BODY_LOG_LIMIT]

@@ -40,7 +40,7 @@ from tensorfusion.domain.desired_state.objects import (
     uid_of,
 )
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
-from tensorfusion.domain.settings.hypervisor_environment import SERVICE_ACCOUNT_TOKEN_FILE
+from tensorfusion.domain.settings.environment_values import SERVICE_ACCOUNT_TOKEN_FILE
 
 __all__ = [
     "CONTAINER_NAME",
@@ -75,6 +75,9 @@ HOST_PATHS: Final = {
 }
 """Volume name → host path, mounted at the same path in the agent's container."""
 RUN_DIR: Final = "/run/tensor-fusion"
+PEER_CA_VOLUME: Final = "peer-ca"
+PEER_CA_DIR: Final = "/etc/tensor-fusion/peer-ca"
+"""Where the release CA (`ca.crt` of the webhook Secret) is mounted in an agent pod."""
 SHM_DIR: Final = f"{RUN_DIR}/shm"
 SHM_SCRIPT: Final = (
     f"set -e; mkdir -p {SHM_DIR}; grep -qs ' {SHM_DIR} ' /proc/mounts || "
@@ -106,6 +109,9 @@ class MetricsWriteTarget:
     token_file: str = ""
     """`TF_METRICS_WRITE_TOKEN_FILE`: the ServiceAccount token, for the embedded store only
     (GreptimeDB never gets an agent's token)."""
+    ca_secret: str = ""
+    """The Secret whose `ca.crt` verifies the controller's peer port (the webhook Secret),
+    mounted at `PEER_CA_DIR`; "" for none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,13 +147,15 @@ class HypervisorInputs:
 
 def metrics_write_target(env: ControllerEnvironment) -> MetricsWriteTarget:
     """The agents' write target from the controller's `TSDB_*` env: GreptimeDB (cloud: HTTPS
-    with the user and the password's Secret), else the embedded store behind the controller's
-    Service `<TF_RELEASE_FULLNAME>.<namespace>.svc`."""
+    with the user and the password's Secret), else the embedded store behind the peer port
+    (HTTPS, the release CA, the agent's token) of the controller's Service
+    `<TF_RELEASE_FULLNAME>.<namespace>.svc`."""
     tsdb = env.tsdb
     if not tsdb.greptime:
         service = f"{env.release_fullname}.{env.namespace}.svc"
-        return MetricsWriteTarget(url=f"http://{service}:{env.api_port}", db="public",
-                                  token_file=SERVICE_ACCOUNT_TOKEN_FILE)  # fmt: skip
+        return MetricsWriteTarget(url=f"https://{service}:{env.peer_port}", db="public",
+                                  token_file=SERVICE_ACCOUNT_TOKEN_FILE,
+                                  ca_secret=env.webhook_secret)  # fmt: skip
     if tsdb.is_cloud:
         secret = tsdb.password_secret or f"{env.release_fullname}-greptimedb-secret"
         return MetricsWriteTarget(url=f"https://{tsdb.mysql_host}", db=tsdb.database,
@@ -292,6 +300,7 @@ def _env(inputs: HypervisorInputs, settings: HypervisorPodSettings, port: int) -
         ("TF_METRICS_WRITE_DB", metrics.db),
         ("TF_METRICS_WRITE_USER", metrics.user),
         ("TF_METRICS_WRITE_TOKEN_FILE", metrics.token_file),
+        ("TF_METRICS_WRITE_CA_FILE", f"{PEER_CA_DIR}/ca.crt" if metrics.ca_secret else ""),
     ]
     env: list[Any] = []
     for name, value in values:
@@ -336,8 +345,11 @@ def _container(
     if not container.get("command") and not container.get("args"):
         container["command"] = list(COMMAND)
     container["env"] = _merge_env(_env(inputs, settings, port), container.get("env") or ())
-    mounts = [{"name": name, "mountPath": path} for name, path in HOST_PATHS.items()]
+    mounts: list[dict[str, Any]] = [{"name": name, "mountPath": path}
+                                    for name, path in HOST_PATHS.items()]  # fmt: skip
     mounts[0]["mountPropagation"] = "HostToContainer"  # sees the shared-memory tmpfs
+    if settings.metrics.ca_secret:
+        mounts.append({"name": PEER_CA_VOLUME, "mountPath": PEER_CA_DIR, "readOnly": True})
     container["volumeMounts"] = _by_name(container.get("volumeMounts") or (), mounts)
     container.setdefault("ports", [{"name": "http", "containerPort": port, "protocol": "TCP"}])
     container.setdefault(
@@ -390,8 +402,16 @@ def render_hypervisor_pod(
     spec["containers"] = [agent, *containers[1:]]
     spec["initContainers"] = _init_containers(inputs, agent["image"],
                                               spec.get("initContainers") or ())  # fmt: skip
-    volumes = [{"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}
-               for name, path in HOST_PATHS.items()]  # fmt: skip
+    volumes: list[dict[str, Any]] = [
+        {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}
+        for name, path in HOST_PATHS.items()
+    ]
+    if settings.metrics.ca_secret:
+        # ca.crt only (never the key); optional: a Secret without it leaves the agent on the
+        # system's CAs, which then fail to verify the peer port (logged), never a stuck pod.
+        volumes.append({"name": PEER_CA_VOLUME, "secret": {
+            "secretName": settings.metrics.ca_secret, "optional": True,
+            "items": [{"key": "ca.crt", "path": "ca.crt"}]}})  # fmt: skip
     spec["volumes"] = _by_name(spec.get("volumes") or (), volumes)
     spec["tolerations"] = [*(spec.get("tolerations") or ()), {"operator": "Exists"}]
     spec.update({

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from tensorfusion.domain.settings.environment_values import (
+    SERVICE_ACCOUNT_TOKEN_FILE,
     EnvironmentValueError,
     env_bool,
     env_isolation_policy,
@@ -25,6 +26,7 @@ DEFAULT_NAMESPACE: Final = "tensor-fusion-sys"
 DEFAULT_RELEASE: Final = "tensor-fusion"
 DEFAULT_HYPERVISOR_SERVICE_ACCOUNT: Final = "tensor-fusion-hypervisor-sa"
 DEFAULT_WEBHOOK_SECRET: Final = "tensor-fusion-webhook-secret"
+DEFAULT_API_HOST: Final = "127.0.0.1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,16 +71,27 @@ class ControllerEnvironment:
     enable_scheduler: bool = True
     enable_cr_controller: bool = True
     api_port: int = 8080
-    api_host: str = ""
-    """`API_BIND_HOST`: the address the API listens on (all by default); replicas sharing one
-    host (tests, `dev up`) each take a loopback address, which is also their `POD_IP`."""
+    api_host: str = DEFAULT_API_HOST
+    """`API_BIND_HOST`: the address the public API listens on: loopback by default (`kubectl
+    port-forward` reaches it; nothing else in the cluster does); empty for every interface.
+    Replicas sharing one host (tests, `dev up`) each take a loopback address, which is also
+    their `POD_IP`."""
+    peer_port: int = 9444
+    """`PEER_PORT`: the HTTPS port peers call (followers forwarding to the leader, pod
+    indices, the agents' metric writes), authenticated and authorized (security.md)."""
+    peer_host: str = ""
+    """`PEER_BIND_HOST`: the address the peer port and the webhook listen on (every interface
+    by default)."""
+    peer_token_file: str = SERVICE_ACCOUNT_TOKEN_FILE
+    """`PEER_TOKEN_FILE`: this replica's ServiceAccount token, sent to peers (never over plain
+    HTTP)."""
     service_account: str = DEFAULT_RELEASE
     """The controller's own ServiceAccount (the only caller of state-changing `/api/*`)."""
     hypervisor_service_account: str = DEFAULT_HYPERVISOR_SERVICE_ACCOUNT
     """`HYPERVISOR_SERVICE_ACCOUNT_NAME`: the node agents' ServiceAccount, whose tokens may
     write to the embedded metrics store (with the controller's own)."""
     webhook_port: int = 9443
-    """`WEBHOOK_PORT`: the HTTPS port of the pod webhook (on `API_BIND_HOST` when set)."""
+    """`WEBHOOK_PORT`: the HTTPS port of the pod webhook (on `PEER_BIND_HOST` when set)."""
     webhook_secret: str = DEFAULT_WEBHOOK_SECRET
     """`WEBHOOK_SECRET_NAME`: the Secret holding the webhook certificate
     (`controller.admissionWebhooks.secretName`)."""
@@ -124,7 +137,10 @@ class ControllerEnvironment:
             enable_scheduler=env_bool(env, "ENABLE_SCHEDULER", True),
             enable_cr_controller=env_bool(env, "ENABLE_CR_CONTROLLER", True),
             api_port=env_port(env, "PORT", 8080),
-            api_host=env.get("API_BIND_HOST", "").strip(),
+            api_host=env.get("API_BIND_HOST", DEFAULT_API_HOST).strip(),
+            peer_port=env_port(env, "PEER_PORT", 9444),
+            peer_host=env.get("PEER_BIND_HOST", "").strip(),
+            peer_token_file=env.get("PEER_TOKEN_FILE", "").strip() or SERVICE_ACCOUNT_TOKEN_FILE,
             service_account=env.get("SERVICE_ACCOUNT_NAME", "").strip()
             or env.get("TF_RELEASE_FULLNAME", "").strip()
             or DEFAULT_RELEASE,

@@ -4,10 +4,20 @@ variable, the value and what is allowed. The caller passes the environment as a 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from tensorfusion.domain.vocabulary import IsolationPolicy
 
-__all__ = ["EnvironmentValueError", "env_bool", "env_isolation_policy", "env_port"]
+__all__ = [
+    "SERVICE_ACCOUNT_TOKEN_FILE",
+    "EnvironmentValueError",
+    "env_bool",
+    "env_isolation_policy",
+    "env_port",
+]
+
+SERVICE_ACCOUNT_TOKEN_FILE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+"""Where the kubelet mounts a pod's ServiceAccount token."""
 
 
 class EnvironmentValueError(ValueError):

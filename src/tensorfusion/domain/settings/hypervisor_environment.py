@@ -30,7 +30,6 @@ DEFAULT_METRICS_INTERVAL_S: Final = 10.0
 MIN_METRICS_INTERVAL_S: Final = 1.0
 DEFAULT_DISCOVERY_INTERVAL_S: Final = 600.0
 HEARTBEAT_INTERVAL_S: Final = 30.0
-SERVICE_ACCOUNT_TOKEN_FILE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
@@ -87,6 +86,10 @@ class HypervisorEnvironment:
     The controller sets it to the pod's ServiceAccount token only when the agents write to its
     embedded store, never for GreptimeDB. Out of a pod (tests, `dev up`), a file holding a
     token of the agent's ServiceAccount."""
+    metrics_write_ca_file: str = ""
+    """`TF_METRICS_WRITE_CA_FILE`: the CA that verifies an HTTPS write URL (the controller's
+    peer port: its release CA, mounted from the webhook Secret's `ca.crt`), read anew every
+    metrics cycle; empty: the system's CAs. A token is never sent to an `http://` URL."""
     simulated_gpus: str = ""
     """`TF_SIMULATED_GPUS`: a simulated provider file (tests, demos); empty means NVML."""
     metrics_extra_labels: Mapping[str, str] = field(default_factory=dict)
@@ -146,6 +149,7 @@ class HypervisorEnvironment:
             metrics_write_user=env.get("TF_METRICS_WRITE_USER", ""),
             metrics_write_password=env.get("TF_METRICS_WRITE_PASSWORD", ""),
             metrics_write_token_file=env.get("TF_METRICS_WRITE_TOKEN_FILE", "").strip(),
+            metrics_write_ca_file=env.get("TF_METRICS_WRITE_CA_FILE", "").strip(),
             simulated_gpus=env.get("TF_SIMULATED_GPUS", "").strip(),
             metrics_extra_labels=extra,
             warnings=tuple(warnings),

@@ -1,0 +1,68 @@
+"""Pod objects for controller replicas run as local processes, where there is no kubelet.
+
+Followers find the leader through the Lease's holder and that Pod's `status.podIP`; a replica
+started by `ChartControllers` or the cluster tests has no Pod of its own, so the harness makes
+one, as a kubelet would report it: Running, with the replica's loopback address as its IP. It
+names no node and a scheduler that does not exist, so nothing schedules, binds or evicts it.
+`release_ca_file` hands agents run as local processes the release CA their pods would mount.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime
+import time
+from pathlib import Path
+
+from lightkube import ApiError, AsyncClient
+from lightkube.models.core_v1 import Container, PodSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Pod, Secret
+from lightkube.types import PatchType
+
+__all__ = ["STAND_IN_LABEL", "release_ca_file", "stand_in_pod"]
+
+STAND_IN_LABEL = "tensor-fusion.ai/stand-in"
+"""Set to `controller-replica` on every Pod made here."""
+
+
+async def stand_in_pod(
+    kube: AsyncClient, *, namespace: str, name: str, ip: str, service_account: str
+) -> None:
+    """Create (or keep) the Pod `name` of a replica and report it Running at `ip`."""
+    pod = Pod(
+        metadata=ObjectMeta(name=name, namespace=namespace,
+                            labels={STAND_IN_LABEL: "controller-replica"}),
+        spec=PodSpec(serviceAccountName=service_account, schedulerName="no-scheduler",
+                     automountServiceAccountToken=False,
+                     containers=[Container(name="controller", image="local-process")]),
+    )  # fmt: skip
+    try:
+        await kube.create(pod)
+    except ApiError as error:
+        if error.status.code != 409:
+            raise
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "startTime": now}
+    await kube.patch(Pod.Status, name, {"status": status}, namespace=namespace,
+                     patch_type=PatchType.MERGE)  # fmt: skip
+
+
+async def release_ca_file(
+    kube: AsyncClient, *, namespace: str, secret: str, path: Path, timeout_s: float = 60.0
+) -> Path:
+    """Write `ca.crt` of the release certificate's Secret to `path` (as the agent pods mount
+    it), once a controller replica has issued it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(ApiError):
+            found = await kube.get(Secret, secret, namespace=namespace)
+            encoded = (found.data or {}).get("ca.crt")
+            if encoded:
+                path.write_bytes(base64.b64decode(encoded))
+                return path
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Secret {namespace}/{secret} has no ca.crt after {timeout_s:g} s")
+        await asyncio.sleep(0.2)
