@@ -368,6 +368,16 @@ async def diagnose(
         assert {item["id"] for item in shown} == LIVE_IDS
         assert {item["status"] for item in shown} == {"PASS"}, output
 
+        # -- --api-url: the API reached directly, as after the guide's port-forward ---------
+        answers = await run_live_checks(kube, values=values, api_url=replicas[0].url(""))
+        direct = {r.id: r for r in answers}
+        assert direct["live.simulate"].status is Status.PASS, direct["live.simulate"]
+        assert direct["live.simulate"].command.startswith(f"curl -X POST {replicas[0].url('')}")
+        answers = await run_live_checks(kube, values=values, api_url="http://127.0.0.1:1")
+        refused = {r.id: r for r in answers}
+        assert refused["live.simulate"].status is Status.FAIL
+        assert "kubectl port-forward deployment/" in refused["live.simulate"].fix
+
         # -- --send-test-alert: each of the three Alertmanagers holds the alert ------------
         [sent] = [r for r in await run_live_checks(kube, values=values, send_test_alert=True)
                   if r.id == "live.test-alert"]  # fmt: skip

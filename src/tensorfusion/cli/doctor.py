@@ -113,6 +113,7 @@ async def live_results(
     release: str,
     values: dict[str, Any] | None,
     send_test_alert: bool,
+    api_url: str = "",
 ) -> list[CheckResult]:
     """The live checks against the cluster of `kubeconfig` (None: in-cluster)."""
     try:
@@ -131,6 +132,7 @@ async def live_results(
             release=release,
             values=values,
             send_test_alert=send_test_alert,
+            api_url=api_url,
         )
     finally:
         await client.close()
@@ -169,6 +171,16 @@ def doctor(
             "Alertmanager the controller uses (the only write).",
         ),
     ] = False,
+    api_url: Annotated[
+        str,
+        typer.Option(
+            "--api-url",
+            help="The controller's API as a port-forward exposes it (kubectl port-forward "
+            "deployment/<release>-controller 8080:8080): http://localhost:8080. Without it the "
+            "API is called through the API server's proxy, which cannot reach the chart's "
+            "default loopback address.",
+        ),
+    ] = "",
     output: Annotated[
         OutputFormat, typer.Option("--output", "-o", help="text (grouped by guide step) or json.")
     ] = OutputFormat.text,
@@ -190,6 +202,10 @@ def doctor(
             "error: give --values/--set (static checks) or --kubeconfig (live checks)", err=True
         )
         raise typer.Exit(EXIT_USAGE)
+    if api_url and (not api_url.startswith(("http://", "https://")) or len(api_url) > 2048):
+        typer.echo(f"error: --api-url {api_url[:100]!r}: give an http:// or https:// URL",
+                   err=True)  # fmt: skip
+        raise typer.Exit(EXIT_USAGE)
     if send_test_alert and not live:
         typer.echo(
             "error: --send-test-alert needs --kubeconfig (or the in-cluster configuration)",
@@ -203,7 +219,7 @@ def doctor(
             results, merged = static_results(files, expressions, chart, release)
         if live:
             results += asyncio.run(
-                live_results(kubeconfig, namespace, release, merged, send_test_alert)
+                live_results(kubeconfig, namespace, release, merged, send_test_alert, api_url)
             )
     except UsageError as error:
         typer.echo(f"error: {error}", err=True)

@@ -35,12 +35,23 @@ class ControlPlaneError(RuntimeError):
     """The control plane (or one of its components) could not be started or used."""
 
 
+_HANDED_OUT: set[int] = set()
+"""Ports `free_port` gave: a port handed to a process that binds it later (the peer port binds
+once its certificate is loaded) must not be handed out again meanwhile."""
+_HANDED_OUT_LIMIT = 20_000
+
+
 def free_port() -> int:
-    """A TCP port on loopback that is free now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on loopback that is free now and was not handed out before by this process."""
+    if len(_HANDED_OUT) > _HANDED_OUT_LIMIT:
+        _HANDED_OUT.clear()
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOOPBACK, 0))
+            port: int = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 # Looked up once here, so that the child does no library loading between fork and exec.

@@ -250,9 +250,11 @@ async def run_live_checks(
     release: str = DEFAULT_RELEASE,
     values: Mapping[str, Any] | None = None,
     send_test_alert: bool = False,
+    api_url: str = "",
 ) -> list[CheckResult]:
     """`live_checks` over a lightkube client (its HTTP client, credentials and server):
     `values`, the merged values when the user gave some, are what the webhook check compares
-    the installed configuration with."""
-    ctx = LiveContext(raw_http(client), namespace, release, values)
+    the installed configuration with; `api_url`, the controller's API reached directly (a
+    port-forward) instead of through the API server's proxy."""
+    ctx = LiveContext(raw_http(client), namespace, release, values, api_url=api_url)
     return await live_checks(ctx, send_test_alert=send_test_alert)

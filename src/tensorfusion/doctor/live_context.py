@@ -37,6 +37,8 @@ DEFAULT_NAMESPACE: Final = "tensor-fusion-sys"
 DEFAULT_RELEASE: Final = "tensor-fusion-sys"
 CONTROLLER_LABEL: Final = "tensor-fusion.ai/component=operator"
 API_PORT: Final = 8080
+DIRECT_TIMEOUT_S: Final = 5.0
+"""Seconds a call outside the API server (an Alertmanager, `--api-url`) may take."""
 
 
 def utc_now() -> datetime.datetime:
@@ -131,7 +133,11 @@ class LiveContext:
     """The merged values when the user gave some: the webhook check compares with them."""
     clock: Callable[[], datetime.datetime] = utc_now
     direct: httpx.AsyncClient | None = None
-    """For addresses outside the API server (Alertmanagers); one is made when None."""
+    """For addresses outside the API server (Alertmanagers, `api_url`); one is made when None."""
+    api_url: str = ""
+    """The controller's API reached directly (`--api-url`, after `kubectl port-forward`); ""
+    goes through the API server's proxy of Service `<release>` (which reaches a pod only when
+    `controller.apiBindAddress` is not loopback)."""
     _cache: dict[str, Any] = field(default_factory=dict)
 
     # ---- names of what the chart installs ------------------------------------------------
@@ -214,6 +220,25 @@ class LiveContext:
                 if item.get("name") == name and "value" in item:
                     return str(item["value"])
         return None
+
+    async def controller_api(
+        self, method: str, path: str, content: bytes | None = None, content_type: str = ""
+    ) -> httpx.Response:
+        """A call of the controller's API: to `api_url` when given, else through the Service
+        proxy; the answer whatever its status (a refused connection to `api_url` raises
+        `ApiCallError` with code 0)."""
+        if not self.api_url:
+            return await self.proxy(method, self.service_proxy(path), content, content_type)
+        headers = {"Content-Type": content_type} if content_type else None
+        url = self.api_url.rstrip("/") + path
+        direct = self.direct or httpx.AsyncClient(timeout=DIRECT_TIMEOUT_S)
+        try:
+            return await direct.request(method, url, content=content, headers=headers)
+        except httpx.HTTPError as error:
+            raise ApiCallError(f"{method} {url}", 0, f"{type(error).__name__}: {error}") from None
+        finally:
+            if direct is not self.direct:
+                await direct.aclose()
 
     async def proxy(
         self, method: str, path: str, content: bytes | None = None, content_type: str = ""

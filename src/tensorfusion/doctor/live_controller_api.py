@@ -1,9 +1,10 @@
 """The live checks through the controller's HTTP API (port 8080), reached through the API
-server's proxies, so no port-forward is needed.
+server's proxies, or at `--api-url` (a `kubectl port-forward`: with the chart's default
+`controller.apiBindAddress: 127.0.0.1` the proxies cannot reach the API in a real cluster).
 
-- `live.simulate`: the guide's step-6 test pod posted to `/api/simulate-schedule` through the
-  proxy of Service `<release>` port 8080; any replica answers (a follower forwards to the
-  leader).
+- `live.simulate`: the guide's step-6 test pod posted to `/api/simulate-schedule` at
+  `--api-url`, else through the proxy of Service `<release>` port 8080; any replica answers (a
+  follower forwards to the leader).
 - `live.test-alert` (`--send-test-alert` only, the one write): the leader's `GET /api/alerts`
   (through the pod proxy of the Lease holder, else the Service until the leader answers) names
   the Alertmanager URLs the controller sends to; a short-lived `TensorFusionDoctorTest` alert
@@ -25,6 +26,7 @@ import orjson
 
 from tensorfusion.doctor.live_context import (
     API_PORT,
+    DIRECT_TIMEOUT_S,
     ApiCallError,
     LiveContext,
     Outcome,
@@ -67,14 +69,24 @@ spec:
 
 TEST_ALERT_NAME: Final = "TensorFusionDoctorTest"
 TEST_ALERT_LIFETIME: Final = datetime.timedelta(minutes=5)
-DIRECT_TIMEOUT_S: Final = 5.0
 _LEADER_TRIES: Final = 4
 _NODES_SHOWN: Final = 5
 
 
 def simulate_command(ctx: LiveContext) -> str:
-    """The kubectl command making the same call (test-pod.yaml: the guide's pod)."""
+    """The command making the same call (test-pod.yaml: the guide's pod)."""
+    if ctx.api_url:
+        return (f"curl -X POST {ctx.api_url.rstrip('/')}/api/simulate-schedule "
+                "-H 'Content-Type: application/yaml' --data-binary @test-pod.yaml")  # fmt: skip
     return f"kubectl create --raw {ctx.service_proxy('/api/simulate-schedule')} -f test-pod.yaml"
+
+
+def port_forward_fix(ctx: LiveContext) -> str:
+    """How to reach the API on loopback: the guide's port-forward, then `--api-url`."""
+    return (f"kubectl port-forward deployment/{ctx.deployment_name} {API_PORT}:{API_PORT} "
+            f"-n {ctx.namespace}   # then run doctor again with --api-url "
+            f"http://localhost:{API_PORT} (the API listens on loopback: "
+            "controller.apiBindAddress)")  # fmt: skip
 
 
 def test_alert_command(ctx: LiveContext) -> str:
@@ -99,22 +111,31 @@ def _rejections(nodes: Sequence[Mapping[str, Any]]) -> str:
 
 async def check_simulate(ctx: LiveContext) -> Outcome:
     """The guide's test pod through `/api/simulate-schedule`: the node chosen, or why not."""
-    path = ctx.service_proxy("/api/simulate-schedule")
-    response = await ctx.proxy("POST", path, GUIDE_TEST_POD.encode(), "application/yaml")
+    where = ctx.api_url or f"Service {ctx.namespace}/{ctx.release}"
+    try:
+        response = await ctx.controller_api(
+            "POST", "/api/simulate-schedule", GUIDE_TEST_POD.encode(), "application/yaml"
+        )
+    except ApiCallError as error:
+        if error.code:
+            raise
+        return Outcome(Status.FAIL, f"POST /api/simulate-schedule at {where}: {error.message}",
+                       "is the port-forward running? " + port_forward_fix(ctx))  # fmt: skip
     if response.status_code != 200:
         message = response_message(response)
         if "AllocatorNotReady" in message:
             fix = "the leader is rebuilding its allocator: run again in a few seconds"
+        elif ctx.api_url:
+            fix = port_forward_fix(ctx)
         else:
             fix = (
-                f"kubectl get endpointslices -n {ctx.namespace} -l "
+                f"{port_forward_fix(ctx)}; or kubectl get endpointslices -n {ctx.namespace} -l "
                 f"kubernetes.io/service-name={ctx.release}   # a Ready controller pod behind "
                 f"Service {ctx.release}, port {API_PORT}"
             )
         return Outcome(
             Status.FAIL,
-            f"POST /api/simulate-schedule through Service "
-            f"{ctx.namespace}/{ctx.release}: {response.status_code} {message}",
+            f"POST /api/simulate-schedule through {where}: {response.status_code} {message}",
             fix,
         )
     body = response.json()
@@ -161,6 +182,16 @@ def _leader_body(response: httpx.Response) -> dict[str, Any] | None:
 async def leader_alerts(ctx: LiveContext) -> dict[str, Any]:
     """The leader's `GET /api/alerts` (only the leader lists its Alertmanager targets)."""
     tried = []
+    if ctx.api_url:
+        try:
+            response = await ctx.controller_api("GET", "/api/alerts")
+        except ApiCallError as error:
+            tried.append(f"--api-url: {error.message}")
+        else:
+            body = _leader_body(response)
+            if body is not None:
+                return body
+            tried.append("--api-url: not the leader (port-forward to the Lease holder's pod)")
     lease = await ctx.get(
         f"/apis/coordination.k8s.io/v1/namespaces/{ctx.namespace}/leases/{LEASE_NAME}"
     )

@@ -120,9 +120,10 @@ def fake_live(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[list[CheckR
 
     def use(results: list[CheckResult]) -> None:
         async def live(kubeconfig: str | None, namespace: str, release: str,
-                       values: dict[str, Any] | None, send: bool) -> list[CheckResult]:  # fmt: skip
+                       values: dict[str, Any] | None, send: bool,
+                       api_url: str = "") -> list[CheckResult]:  # fmt: skip
             calls.append({"kubeconfig": kubeconfig, "namespace": namespace, "send": send,
-                          "release": release, "values": values})  # fmt: skip
+                          "release": release, "values": values, "api_url": api_url})  # fmt: skip
             return results
 
         monkeypatch.setattr(doctor_cli, "live_results", live)
@@ -160,12 +161,19 @@ def test_json_output_and_the_options_reach_the_live_checks(
 ) -> None:
     fake_live(MIXED)
     result = runner.invoke(app, ["doctor", "--kubeconfig", "kc", "-o", "json", "--namespace",
-                                 "ns", "--release", "rel", "--send-test-alert"])  # fmt: skip
+                                 "ns", "--release", "rel", "--send-test-alert",
+                                 "--api-url", "http://localhost:8080"])  # fmt: skip
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout) == [c.to_json() for c in MIXED]
     [call] = fake_live.calls  # type: ignore[attr-defined]
     assert call == {"kubeconfig": "kc", "namespace": "ns", "release": "rel", "send": True,
-                    "values": None}  # fmt: skip
+                    "values": None, "api_url": "http://localhost:8080"}  # fmt: skip
+
+
+def test_an_api_url_that_is_not_http_is_usage(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["doctor", "--kubeconfig", "kc", "--api-url", "localhost:8080"])
+    assert result.exit_code == 2
+    assert "give an http:// or https:// URL" in result.stderr
 
 
 def test_no_values_and_no_cluster_is_usage(runner: CliRunner) -> None:
