@@ -243,6 +243,20 @@ def test_only_the_controller_and_the_job_carry_a_token(default: Rendered) -> Non
         assert pod["automountServiceAccountToken"] is False, name
 
 
+def test_the_console_sidecar_gets_no_controller_token() -> None:
+    """The controller's token is projected into its own container only."""
+    pod = controller(render(sets={"agent.agentId": "a", "agent.enrollToken": "t"}))
+    spec = pod["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    mounts = {c["name"]: {m["mountPath"] for m in c.get("volumeMounts") or ()}
+              for c in spec["containers"]}  # fmt: skip
+    assert "/var/run/secrets/kubernetes.io/serviceaccount" in mounts["controller"]
+    assert not mounts["cluster-agent"], "the sidecar mounts nothing"
+    [access] = [v for v in spec["volumes"] if v["name"] == "kube-api-access"]
+    sources = access["projected"]["sources"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+
+
 def test_network_policies_limit_the_api_peer_and_metrics_ports() -> None:
     assert not render(sets={"networkPolicy.enabled": "false"}).all("NetworkPolicy")
     hosted = render()
