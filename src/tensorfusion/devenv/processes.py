@@ -167,6 +167,7 @@ class Component:
         self.detached = detached
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._stopped = False
 
     def __repr__(self) -> str:
         return f"<Component {self.name} pid={self.pid} log={self.log_path}>"
@@ -180,6 +181,7 @@ class Component:
         self._log = self.log_path.open("ab")
         self._log.write(f"# {' '.join(self.argv)}\n".encode())
         self._log.flush()
+        self._stopped = False
         self._process = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
@@ -205,8 +207,11 @@ class Component:
             self._process.wait()
 
     def ensure_running(self) -> None:
-        """Raises with the end of the log if the process has exited."""
+        """Raises with the end of the log if the process has exited (not after `stop`, which
+        ends it on purpose: a caller may still hold the component in a list it polls)."""
         if self._process is None:
+            if self._stopped:
+                return
             raise ControlPlaneError(f"{self.name} was never started")
         code = self._process.poll()
         if code is not None:
@@ -218,6 +223,7 @@ class Component:
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM to this process's own PID, then SIGKILL if it outlives ``timeout``."""
         process, self._process = self._process, None
+        self._stopped = True
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
