@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: lock demo dev dev-down test test-unit test-integration test-cluster lint format bench crds venv system-deps testenv images clean
+.PHONY: lock demo dev dev-down test test-unit test-integration test-cluster test-e2e e2e e2e-images lint format bench crds venv system-deps testenv images clean
 
 # Every dependency from the lock file, each checked against its hashes (docs/security.md,
 # "Supply chain"); then the package itself without resolving anything again.
@@ -34,8 +34,9 @@ dev: venv system-deps testenv
 dev-down: venv
 	$(BIN)/tensor-fusion dev down
 
-## Every test tier: unit, integration (real Alertmanager, MariaDB), cluster (real control plane).
-test: venv system-deps testenv
+## Every test tier: unit, integration (real Alertmanager, MariaDB), cluster (real control plane),
+## e2e (the images on real nodes: kubelet, containerd; needs root).
+test: venv system-deps testenv e2e-images
 	$(PY) -m pytest -q
 
 test-unit: venv
@@ -46,6 +47,14 @@ test-integration: venv system-deps
 
 test-cluster: venv testenv
 	$(PY) -m pytest -q tests/cluster
+
+## The e2e tier alone: images from Debian bases, a two-node cluster in network namespaces of
+## its own (docs/testing.md, "Real nodes").
+e2e test-e2e: venv system-deps testenv e2e-images
+	$(PY) -m pytest -q tests/e2e
+
+e2e-images:
+	$(MAKE) images BASE=debian
 
 ## Debian packages the integration tier runs for real (installs only what is missing).
 system-deps:
@@ -75,17 +84,15 @@ crds: venv
 
 VERSION = $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 REGISTRY ?=
-DOCKER ?= docker
+ENGINE ?=
 IMAGE_PREFIX = $(if $(REGISTRY),$(patsubst %/,%,$(REGISTRY))/)tensorfusion
 
-## Controller and node-agent container images, tagged with the package version; needs Docker (docs/images.md).
+## Controller and node-agent container images, tagged with the package version, with Docker,
+## podman or buildah; BASE=debian makes the bases from Debian packages and adds the Alertmanager
+## image (docs/images.md).
+BASE ?= registry
 images:
-	@command -v $(DOCKER) >/dev/null 2>&1 || { echo "make images: '$(DOCKER)' is not on PATH: building the images needs a Docker engine (docs/images.md)" >&2; exit 1; }
-	@$(DOCKER) info >/dev/null 2>&1 || { echo "make images: '$(DOCKER) info' failed: no Docker engine answers here (docs/images.md)" >&2; exit 1; }
-	DOCKER_BUILDKIT=1 $(DOCKER) build -f images/controller.Dockerfile --build-arg VERSION=$(VERSION) \
-		-t $(IMAGE_PREFIX)/tensor-fusion-operator:$(VERSION) .
-	DOCKER_BUILDKIT=1 $(DOCKER) build -f images/hypervisor.Dockerfile --build-arg VERSION=$(VERSION) \
-		-t $(IMAGE_PREFIX)/tensor-fusion-hypervisor:$(VERSION) .
+	VERSION=$(VERSION) IMAGE_PREFIX=$(IMAGE_PREFIX) BASE=$(BASE) ENGINE=$(ENGINE) bash images/build.sh
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -10,6 +10,9 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
 # ---------------------------------------------------------------- Python package
 FROM ${PYTHON_IMAGE} AS python-package
+# Set (images/build.sh does), pip compiles .pyc files with hash-based checks instead of the
+# install time: the same sources give the same layer.
+ARG SOURCE_DATE_EPOCH
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv
 COPY pyproject.toml README.md /src/

@@ -15,6 +15,7 @@ from tensorfusion.devenv.source_tree import VERSIONS_FILE
 
 __all__ = [
     "COMPONENT_BINARIES",
+    "REAL_NODE_BINARIES",
     "Binaries",
     "MissingBinariesError",
     "binary_directory",
@@ -27,6 +28,17 @@ COMPONENT_BINARIES = {
     "etcd": ("etcd",),
     "helm": ("helm",),
 }
+
+#: The real nodes' binaries (e2e tier), by component of testenv/build.sh.
+REAL_NODE_BINARIES = {
+    "node": ("kubelet", "kube-proxy"),
+    "containerd": ("containerd", "containerd-shim-runc-v2", "ctr"),
+    "coredns": ("coredns",),
+    "pause": ("pause",),
+}
+
+#: The versions.env key of a component that does not have a <COMPONENT>_VERSION of its own.
+_VERSION_KEY = {"node": "KUBERNETES_VERSION", "pause": "KUBERNETES_VERSION"}
 
 
 class MissingBinariesError(ControlPlaneError):
@@ -68,13 +80,15 @@ class Binaries:
         return self.directory / name
 
     @classmethod
-    def locate(cls, versions_file: Path = VERSIONS_FILE) -> Binaries:
-        """Finds the binaries for the versions in ``versions_file``, or says how to build them."""
+    def locate(cls, versions_file: Path = VERSIONS_FILE, *, real_nodes: bool = False) -> Binaries:
+        """Finds the binaries for the versions in ``versions_file`` (with `real_nodes`, the
+        nodes' too), or says how to build them."""
         versions = read_versions(versions_file)
         directory = binary_directory(versions["KUBERNETES_VERSION"])
         problems: list[str] = []
-        for component, names in COMPONENT_BINARIES.items():
-            wanted = versions[f"{component.upper()}_VERSION"]
+        components = {**COMPONENT_BINARIES, **(REAL_NODE_BINARIES if real_nodes else {})}
+        for component, names in components.items():
+            wanted = versions[_VERSION_KEY.get(component, f"{component.upper()}_VERSION")]
             stamp = directory / f".built-{component}"
             built = stamp.read_text().strip() if stamp.is_file() else None
             absent = [name for name in names if not os.access(directory / name, os.X_OK)]

@@ -1,8 +1,10 @@
-"""A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager.
+"""A real Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager.
 
 The binaries are built from Go modules by ``testenv/build.sh`` (``make testenv``) and cached
-under ``~/.cache``. There is no kubelet: nodes are fake ``Node`` objects and pods are bound but
-never run. The cluster tests and ``tensor-fusion dev up`` both run it.
+under ``~/.cache``. On loopback (the default ``Site``) there is no kubelet: nodes are fake
+``Node`` objects and pods are bound but never run; the cluster tests and ``tensor-fusion dev up``
+run it so. The e2e tier runs it inside a network namespace with real nodes
+(``tensorfusion.devenv.real_nodes``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import base64
 import contextlib
 import ssl
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +37,7 @@ from tensorfusion.devenv.processes import (
     insecure_context,
     wait_until,
 )
+from tensorfusion.devenv.real_nodes.netns import call_in
 
 #: Service CIDR handed to kube-apiserver (allocation only: nothing is ever sent there).
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
@@ -47,6 +51,37 @@ CONTROLLERS = (
     "namespace-controller",
     "serviceaccount-controller",
 )
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where the control plane runs. The default: this machine's loopback, no kubelets. With
+    `netns`, every process runs inside that network namespace and the API server listens on all
+    of its interfaces, advertises `address` (nodes and pods reach it there) and talks to real
+    kubelets; this process reaches it through a loopback port relayed into the namespace
+    (`tensorfusion.devenv.real_nodes.forward`)."""
+
+    address: str = LOOPBACK
+    netns: Path | None = None
+    service_cluster_ip_range: str = SERVICE_CLUSTER_IP_RANGE
+    api_service_address: str | None = None
+    """The `kubernetes` Service's address (in the serving certificate)."""
+
+    @property
+    def real_nodes(self) -> bool:
+        return self.netns is not None
+
+    def command(self, argv: Sequence[str | Path]) -> list[str | Path]:
+        """`argv` as run at this site."""
+        if self.netns is None:
+            return list(argv)
+        return ["nsenter", f"--net={self.netns}", "--", *argv]
+
+    def probe(self, url: str, context: ssl.SSLContext | None = None) -> bool:
+        """`http_ok` of a URL at this site."""
+        if self.netns is None:
+            return http_ok(url, context)
+        return call_in(self.netns, http_ok, url, context)
 
 
 class ToolError(ControlPlaneError):
@@ -69,10 +104,11 @@ class ControlPlane:
 
     def __init__(
         self, binaries: Binaries, workdir: Path, *, pid_dir: Path | None = None,
-        detached: bool = False,
+        detached: bool = False, site: Site | None = None,
     ) -> None:  # fmt: skip
         """`pid_dir`: where each process's PID file goes; `detached`: the processes outlive
-        this one (else they get SIGKILL when it dies)."""
+        this one (else they get SIGKILL when it dies); `site`: where it runs (loopback)."""
+        self.site = site or Site()
         self.binaries = binaries
         self.workdir = workdir
         self.pid_dir = pid_dir
@@ -91,6 +127,11 @@ class ControlPlane:
         self.etcd_url = ""
         self.api_url = ""
         self.kubeconfig = workdir / "admin.kubeconfig"
+        self.internal_api_url = ""
+        """The API server's URL at its site (for processes there; `api_url` is this process's)."""
+        self.internal_kubeconfig = self.kubeconfig
+        self.kubelet_client_cert = self.pki_dir / "apiserver-kubelet-client.crt"
+        self.kubelet_client_key = self.pki_dir / "apiserver-kubelet-client.key"
         self.startup_seconds = 0.0
         self._admin_context: ssl.SSLContext | None = None
 
@@ -134,7 +175,7 @@ class ControlPlane:
         self, name: str, argv: Sequence[str | Path], log_dir: Path | None = None
     ) -> Component:
         component = Component(
-            name, argv, (log_dir or self.log_dir) / f"{name}.log",
+            name, self.site.command(argv), (log_dir or self.log_dir) / f"{name}.log",
             pid_file=self.pid_dir / f"{name}.pid" if self.pid_dir else None,
             detached=self.detached,
         )  # fmt: skip
@@ -146,18 +187,24 @@ class ControlPlane:
     def _write_pki(self) -> None:
         self.pki_dir.mkdir(parents=True, exist_ok=True)
         self.ca_file.write_bytes(self.ca.cert_pem)
+        site_hosts = (self.site.address, self.site.api_service_address or self.site.address)
         serving = self.ca.issue(
             "kube-apiserver",
-            hosts=(
+            hosts=tuple(dict.fromkeys((
                 LOOPBACK,
                 "localhost",
+                *site_hosts,
                 "kubernetes",
                 "kubernetes.default",
                 "kubernetes.default.svc",
-            ),
+                "kubernetes.default.svc.cluster.local",
+            ))),
             server=True,
-        )
+        )  # fmt: skip
         serving.write(self.pki_dir, "apiserver")
+        kubelet_client = self.ca.issue("kube-apiserver-kubelet-client",
+                                       organizations=("system:masters",), client=True)  # fmt: skip
+        kubelet_client.write(self.pki_dir, "apiserver-kubelet-client")
         admin = self.ca.issue("testenv-admin", organizations=("system:masters",), client=True)
         admin.write(self.pki_dir, "admin")
         accounts = ServiceAccountKeys.generate()
@@ -169,6 +216,10 @@ class ControlPlane:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://{LOOPBACK}:{client}"
         peer_url = f"http://{LOOPBACK}:{peer}"
+        if self.site.real_nodes:  # alone in its namespace: no other process takes these
+            client, peer = 2379, 2380
+            self.etcd_url = f"http://{LOOPBACK}:{client}"
+            peer_url = f"http://{LOOPBACK}:{peer}"
         etcd = self._launch(
             "etcd",
             [
@@ -186,7 +237,7 @@ class ControlPlane:
         )
         self.components.append(etcd)
         wait_until(
-            lambda: http_ok(f"{self.etcd_url}/health"),
+            lambda: self.site.probe(f"{self.etcd_url}/health"),
             what=f"etcd at {self.etcd_url}/health",
             timeout=timeout,
             components=[etcd],
@@ -200,20 +251,62 @@ class ControlPlane:
             self._admin_context = context
         return self._admin_context
 
-    def _start_apiserver(self, timeout: float) -> None:
+    def _apiserver_site_flags(self, port: int) -> list[str]:
         apiserver_binary = self.binaries.path("kube-apiserver")
-        port = free_port()
-        self.api_url = f"https://{LOOPBACK}:{port}"
-        apiserver = self._launch(
-            "kube-apiserver",
-            [
-                apiserver_binary,
-                f"--etcd-servers={self.etcd_url}",
+        if not self.site.real_nodes:
+            return [
                 f"--bind-address={LOOPBACK}",
                 f"--advertise-address={LOOPBACK}",
                 # The endpoint reconciler refuses a loopback address for the `kubernetes`
                 # Service; nothing runs in the cluster that would use it.
                 "--endpoint-reconciler-type=none",
+                "--authorization-mode=RBAC",
+                "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
+                f"--disable-admission-plugins={taint_admission_plugin(apiserver_binary)}",
+            ]
+        return [
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={self.site.address}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,"
+            "ValidatingAdmissionWebhook",
+            f"--kubelet-client-certificate={self.kubelet_client_cert}",
+            f"--kubelet-client-key={self.kubelet_client_key}",
+            # The nodes' names resolve nowhere: reach a kubelet at its address.
+            "--kubelet-preferred-address-types=InternalIP",
+        ]
+
+    def _start_api_forward(self, port: int) -> int:
+        """Relays a loopback port of this machine to the API server in the namespace."""
+        assert self.site.netns is not None
+        local = free_port()
+        forward = Component(
+            "api-forward",
+            [sys.executable, "-m", "tensorfusion.devenv.real_nodes.forward",
+             "--listen", f"{LOOPBACK}:{local}", "--netns", str(self.site.netns),
+             "--to", f"{self.site.address}:{port}"],
+            self.log_dir / "api-forward.log",
+            pid_file=self.pid_dir / "api-forward.pid" if self.pid_dir else None,
+            detached=self.detached,
+        )  # fmt: skip
+        forward.start()
+        self.components.append(forward)
+        return local
+
+    def _start_apiserver(self, timeout: float) -> None:
+        if self.site.real_nodes:
+            port = 6443
+            self.internal_api_url = f"https://{self.site.address}:{port}"
+            self.api_url = f"https://{LOOPBACK}:{self._start_api_forward(port)}"
+        else:
+            port = free_port()
+            self.api_url = self.internal_api_url = f"https://{LOOPBACK}:{port}"
+        apiserver = self._launch(
+            "kube-apiserver",
+            [
+                self.binaries.path("kube-apiserver"),
+                f"--etcd-servers={self.etcd_url}",
+                *self._apiserver_site_flags(port),
                 f"--secure-port={port}",
                 f"--cert-dir={self.workdir / 'kube-apiserver'}",
                 f"--tls-cert-file={self.apiserver_cert}",
@@ -226,14 +319,11 @@ class ControlPlane:
                 "--requestheader-username-headers=X-Remote-User",
                 "--requestheader-group-headers=X-Remote-Group",
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                f"--service-account-issuer={self.api_url}",
+                f"--service-account-issuer={self.internal_api_url}",
                 f"--service-account-key-file={self.sa_pub}",
                 f"--service-account-signing-key-file={self.sa_key}",
-                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-                "--authorization-mode=RBAC",
+                f"--service-cluster-ip-range={self.site.service_cluster_ip_range}",
                 "--allow-privileged=true",
-                "--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook",
-                f"--disable-admission-plugins={taint_admission_plugin(apiserver_binary)}",
                 "--profiling=false",
                 "--v=1",
             ],
@@ -247,8 +337,18 @@ class ControlPlane:
         )
 
     def _write_kubeconfig(self) -> None:
-        def b64(path: Path) -> str:
-            return base64.b64encode(path.read_bytes()).decode()
+        self.write_kubeconfig(self.kubeconfig, self.api_url)
+        if self.internal_api_url != self.api_url:
+            self.internal_kubeconfig = self.workdir / "admin-internal.kubeconfig"
+            self.write_kubeconfig(self.internal_kubeconfig, self.internal_api_url)
+
+    def write_kubeconfig(
+        self, path: Path, server: str, *, cert: Path | None = None, key: Path | None = None
+    ) -> None:
+        """A kubeconfig for `server` with a client certificate (the admin's by default)."""
+
+        def b64(file: Path) -> str:
+            return base64.b64encode(file.read_bytes()).decode()
 
         kubeconfig = {
             "apiVersion": "v1",
@@ -257,7 +357,7 @@ class ControlPlane:
                 {
                     "name": "testenv",
                     "cluster": {
-                        "server": self.api_url,
+                        "server": server,
                         "certificate-authority-data": b64(self.ca_file),
                     },
                 }
@@ -266,8 +366,8 @@ class ControlPlane:
                 {
                     "name": "testenv-admin",
                     "user": {
-                        "client-certificate-data": b64(self.admin_cert),
-                        "client-key-data": b64(self.admin_key),
+                        "client-certificate-data": b64(cert or self.admin_cert),
+                        "client-key-data": b64(key or self.admin_key),
                     },
                 }
             ],
@@ -276,30 +376,38 @@ class ControlPlane:
             ],
             "current-context": "testenv",
         }
-        self.kubeconfig.touch(mode=0o600)
-        self.kubeconfig.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+        path.touch(mode=0o600)
+        path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
 
     def _start_controller_manager(self, timeout: float) -> None:
-        port = free_port()
+        port = 10257 if self.site.real_nodes else free_port()
+        kubeconfig = self.internal_kubeconfig
+        # With real kubelets every controller runs (node lifecycle, endpoints, StatefulSets,
+        # volumes, Jobs, tokens); on loopback only those that fake nodes do not upset.
+        controllers = (
+            ["--controllers=*", f"--service-account-private-key-file={self.sa_key}"]
+            if self.site.real_nodes
+            else [f"--controllers={','.join(CONTROLLERS)}"]
+        )
         manager = self._launch(
             "kube-controller-manager",
             [
                 self.binaries.path("kube-controller-manager"),
-                f"--kubeconfig={self.kubeconfig}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
                 f"--bind-address={LOOPBACK}",
                 f"--secure-port={port}",
                 f"--cert-dir={self.workdir / 'kube-controller-manager'}",
                 "--leader-elect=false",
-                f"--controllers={','.join(CONTROLLERS)}",
+                *controllers,
                 f"--root-ca-file={self.ca_file}",
                 "--v=1",
             ],
         )
         self.components.append(manager)
         wait_until(
-            lambda: http_ok(f"https://{LOOPBACK}:{port}/healthz", insecure_context()),
+            lambda: self.site.probe(f"https://{LOOPBACK}:{port}/healthz", insecure_context()),
             what="kube-controller-manager /healthz",
             timeout=timeout,
             components=[manager],
@@ -319,6 +427,24 @@ class ControlPlane:
 
         The caller stops the returned component (the ``start_scheduler`` fixture does).
         """
+        scheduler, url = self.launch_scheduler(configuration, directory, name=name)
+        try:
+            context = insecure_context()
+
+            async def healthy() -> bool:
+                return await asyncio.to_thread(self.site.probe, url, context)
+
+            await eventually(healthy, what=f"{name} {url}", timeout=timeout, components=[scheduler])
+        except BaseException:
+            scheduler.stop()
+            raise
+        return scheduler
+
+    def launch_scheduler(
+        self, configuration: Mapping[str, Any], directory: Path, *, name: str = "kube-scheduler"
+    ) -> tuple[Component, str]:
+        """Starts kube-scheduler with ``configuration`` at this control plane's site; returns it
+        and its /healthz URL (the caller waits for it, and stops it)."""
         directory.mkdir(parents=True, exist_ok=True)
         config_path = directory / f"{name}-config.yaml"
         config_path.write_text(yaml.safe_dump(dict(configuration), sort_keys=False))
@@ -330,25 +456,26 @@ class ControlPlane:
                 f"--config={config_path}",
                 f"--bind-address={LOOPBACK}",
                 f"--secure-port={port}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.internal_kubeconfig}",
+                f"--authorization-kubeconfig={self.internal_kubeconfig}",
                 f"--cert-dir={directory / name}",
                 "--v=2",
             ],
             log_dir=directory,
         )
-        try:
-            url = f"https://{LOOPBACK}:{port}/healthz"
-            context = insecure_context()
+        return scheduler, f"https://{LOOPBACK}:{port}/healthz"
 
-            async def healthy() -> bool:
-                return await asyncio.to_thread(http_ok, url, context)
-
-            await eventually(healthy, what=f"{name} {url}", timeout=timeout, components=[scheduler])
-        except BaseException:
-            scheduler.stop()
-            raise
-        return scheduler
+    def client_kubeconfig(
+        self, directory: Path, name: str, *, user: str, groups: Sequence[str] = ()
+    ) -> Path:
+        """`directory/<name>.kubeconfig`: the internal API URL and a new client certificate of
+        `user` in `groups` (key and certificate beside it)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ca.issue(user, organizations=tuple(groups), client=True).write(directory, name)
+        path = directory / f"{name}.kubeconfig"
+        self.write_kubeconfig(path, self.internal_api_url, cert=directory / f"{name}.crt",
+                              key=directory / f"{name}.key")  # fmt: skip
+        return path
 
     # -- kubectl and helm
 

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 _CHUNK = 65536
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Copies until EOF or an error on either side, then closes ``writer``."""
     try:
         while data := await reader.read(_CHUNK):
@@ -65,7 +65,7 @@ class RoundRobinProxy:
                 return
             self.connections[index] += 1
             await asyncio.gather(
-                _pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer)
+                pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer)
             )
         except asyncio.CancelledError:
             # closed by `close` (the pipes closed their writers): a handler that ends
