@@ -2,8 +2,9 @@
 all inside network namespaces this run creates and removes (docs/testing.md, "Real nodes").
 
 Fixtures:
-- ``host_network``: the machine's own addresses, routes and firewall rules, checked unchanged
-  when the session ends (the network rule of these machines).
+- ``host_network``: the machine's own addresses, routes and firewall rules, and which of the
+  paths the nodes mount their own directories at exist, checked unchanged when the session
+  ends (the network rule of these machines; nothing left behind).
 - ``real_cluster``: the session's two-node cluster, the images of `make images BASE=debian`
   imported into every node.
 """
@@ -21,14 +22,12 @@ from tensorfusion.devenv.binaries import Binaries
 from tensorfusion.devenv.real_nodes import images
 from tensorfusion.devenv.real_nodes.cluster import RealNodeCluster
 from tensorfusion.devenv.real_nodes.netns import run
+from tensorfusion.devenv.real_nodes.node import NODE_PATHS
 
 pytestmark = pytest.mark.e2e
 
-#: The nodes and their labels (the GPU pool's node selector picks them by `tf-e2e-gpu`).
-NODES = {
-    "node-a": {"tf-e2e-gpu": "true"},
-    "node-b": {"tf-e2e-gpu": "true"},
-}
+#: The nodes and their labels (a test makes them GPU nodes when it needs them).
+NODES: dict[str, dict[str, str]] = {"node-a": {}, "node-b": {}}
 
 
 def image_names() -> dict[str, str]:
@@ -49,7 +48,7 @@ def _host_network() -> dict[str, str]:
         "routes6": ["ip", "-6", "route"],
         "rules": ["iptables-save"],
     }
-    state = {}
+    state = {"paths": " ".join(path for path in NODE_PATHS if Path(path).exists())}
     for name, argv in commands.items():
         lines = run(argv).stdout.splitlines()
         state[name] = "\n".join(line for line in lines if not line.startswith("#"))
@@ -61,7 +60,7 @@ def host_network() -> Iterator[None]:
     """Fails the session's last test if the machine's own network changed."""
     before = _host_network()
     yield
-    assert _host_network() == before, "the e2e run changed the machine's own network"
+    assert _host_network() == before, "the e2e run changed the machine's network or left paths"
 
 
 @pytest.fixture(scope="session")

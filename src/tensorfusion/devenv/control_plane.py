@@ -274,6 +274,9 @@ class ControlPlane:
             f"--kubelet-client-key={self.kubelet_client_key}",
             # The nodes' names resolve nowhere: reach a kubelet at its address.
             "--kubelet-preferred-address-types=InternalIP",
+            # No kube-proxy runs in the API server's namespace: a webhook's Service is reached
+            # at its endpoints' addresses, not its ClusterIP.
+            "--enable-aggregator-routing=true",
         ]
 
     def _start_api_forward(self, port: int) -> int:

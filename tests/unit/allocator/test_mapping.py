@@ -103,6 +103,14 @@ def test_a_gpu_without_a_node_is_reported() -> None:
     assert "status.nodeSelector" in mapped.problems[0]
 
 
+def test_a_gpu_its_agent_has_not_reported_yet_is_no_problem() -> None:
+    """Found on real nodes: the agent creates the GPU object, then writes its status; the
+    allocator in between read it as an invalid object and sent a Warning Event per GPU."""
+    unreported = load_as(GPU, {"apiVersion": V1, "kind": "GPU", "metadata": {"name": "gpu-1"}})
+    mapped = gpu_state(unreported)
+    assert (mapped.state.node, mapped.problems) == ("", ())
+
+
 def test_missing_since_and_zero_capacity_are_mapped() -> None:
     mapped = gpu_state(
         _gpu({"tensor-fusion.ai/gpu-missing-since": "2026-12-01T00:00:00Z"}, capacity=None)

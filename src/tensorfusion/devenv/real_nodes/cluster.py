@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -139,6 +140,17 @@ class RealNodeCluster:
             *args,
         ]
         return netns.run(argv, stdin=stdin).stdout
+
+    def helm(self, *args: str) -> str:
+        """helm against the cluster (from this process, through the relay)."""
+        environment = self.control_plane.tool_environment()
+        argv = [str(self.binaries.path("helm")), *args]
+        result = subprocess.run(
+            argv, capture_output=True, text=True, env=environment, check=False, timeout=600
+        )
+        if result.returncode != 0:
+            raise ControlPlaneError(f"exit {result.returncode}: {' '.join(argv)}\n{result.stderr}")
+        return result.stdout
 
     def _wait_ready(self, timeout: float) -> None:
         def ready() -> bool:

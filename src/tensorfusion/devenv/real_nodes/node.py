@@ -4,7 +4,8 @@ namespace of its own.
 Several nodes share this machine's file system, PID space and cgroup hierarchies. In its mount
 namespace a node sees its own directories at the paths a node's pods expect
 (`/var/lib/kubelet`, the kubelet's root, `/run/tensor-fusion`, the agent's host path, and
-`/run/containerd`, where the shims put their sockets), and
+`/run/containerd`, where the shims put their sockets, and `/var/log/pods` and
+`/var/log/containers`, the containers' logs), and
 every mount its kubelet and containerd make stays there: it goes when the node's processes end.
 Each node also has a cgroup root under every cgroup v1 hierarchy. `stop` ends the node's
 processes and containers and removes its cgroups.
@@ -37,8 +38,14 @@ from tensorfusion.devenv.real_nodes.network import (
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
 #: Paths of the machine that each node has a directory of its own at (in its mount namespace):
-#: the kubelet's root, the agent's host path, the containerd shims' sockets.
-NODE_PATHS = ("/var/lib/kubelet", "/run/tensor-fusion", "/run/containerd")
+#: the kubelet's root, the agent's host path, the containerd shims' sockets, the pods' logs.
+NODE_PATHS = (
+    "/var/lib/kubelet",
+    "/run/tensor-fusion",
+    "/run/containerd",
+    "/var/log/pods",
+    "/var/log/containers",
+)
 CNI_PLUGINS = Path("/usr/lib/cni")
 CLUSTER_DOMAIN = "cluster.local"
 #: Where the pods find cluster DNS: CoreDNS in the control plane's namespace.
@@ -107,6 +114,12 @@ class RealNode:
         self.components.append(component)
         return component
 
+    def host_path(self, path: str) -> Path:
+        """The node's own directory behind `path` of `NODE_PATHS` (what its pods see there)."""
+        if path not in NODE_PATHS:
+            raise ValueError(f"{path} is not one of the node's own paths {NODE_PATHS}")
+        return self.workdir / "paths" / path.strip("/").replace("/", "-")
+
     def _enter(self, argv: Sequence[str | Path]) -> list[str]:
         """`argv` run in the node's network and mount namespaces."""
         assert self._holder_pid is not None, "the node's mount namespace is not up"
@@ -144,7 +157,7 @@ class RealNode:
         self._holder_pid = holder.pid
         script = ["set -e"]
         for path in NODE_PATHS:
-            own_dir = self.workdir / "paths" / path.strip("/").replace("/", "-")
+            own_dir = self.host_path(path)
             own_dir.mkdir(parents=True, exist_ok=True)
             script += [
                 f"mkdir -p {path}",

@@ -160,7 +160,9 @@ def gpu_state(gpu: GPU, keys: Keys = KEYS) -> GPUMapping:
     )
     problems = [problem] if problem is not None else []
     node = status.node_selector.get(HOSTNAME_KEY, "")
-    if not node:
+    if not node and (status.capacity is not None or status.node_selector):
+        # Without capacity and node the GPU is not reported yet (its agent creates the object,
+        # then writes the status): unschedulable, not a problem.
         problems.append(f"status.nodeSelector: {HOSTNAME_KEY} is not set; the GPU has no node")
     capacity = status.capacity or GPUCapacity()
     tflops = capacity.tflops.milli() if capacity.tflops is not None else 0
