@@ -55,7 +55,7 @@ def _host_network() -> dict[str, str]:
     return state
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def host_network() -> Iterator[None]:
     """Fails the session's last test if the machine's own network changed."""
     before = _host_network()
@@ -63,16 +63,17 @@ def host_network() -> Iterator[None]:
     assert _host_network() == before, "the e2e run changed the machine's network or left paths"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def e2e_images() -> dict[str, str]:
     return image_names()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def real_cluster(
     tmp_path_factory: pytest.TempPathFactory, host_network: None, e2e_images: dict[str, str]
 ) -> Iterator[RealNodeCluster]:
-    """Two real nodes and their control plane, for the whole session."""
+    """Two real nodes and their control plane, for the tier's tests (stopped after them, so the
+    later tiers do not share the machine with them)."""
     binaries = Binaries.locate(real_nodes=True)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     cache = cache / "tensor-fusion" / "e2e-images"
