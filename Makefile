@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: lock demo dev dev-down test test-unit test-integration test-cluster test-e2e e2e e2e-images lint format bench crds venv system-deps testenv images clean
+.PHONY: lock demo dev dev-down test test-unit test-integration test-cluster test-e2e e2e e2e-images lint format bench crds venv system-deps testenv images metrics-doc clean
 
 # Every dependency from the lock file, each checked against its hashes (docs/security.md,
 # "Supply chain"); then the package itself without resolving anything again.
@@ -77,6 +77,10 @@ format: venv
 bench: venv
 	$(PY) bench/scheduling.py
 	$(PY) bench/alerts.py
+
+## Regenerate the "Tables" section of docs/metrics.md from the metrics schema.
+metrics-doc: venv
+	$(PY) scripts/metrics_doc.py docs/metrics.md
 
 ## Regenerate the CRD manifests of the chart from the models.
 crds: venv

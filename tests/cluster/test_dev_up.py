@@ -104,6 +104,13 @@ async def test_dev_up_runs_the_guide_and_dev_down_leaves_nothing(tmp_path: Path)
         phases = [line.split()[1] for line in shown.splitlines()]
         assert len(phases) == 4 + 32 and set(phases) == {"Running"}, shown
 
+        # -- the guide's Verify: 3 Alertmanager pods Running and Ready (stand-ins) -----------
+        shown = kubectl(kubeconfig, "get", "pods", "-n", "tensor-fusion-sys", "--no-headers",
+                        "-l", "app.kubernetes.io/component=alert-manager")  # fmt: skip
+        rows = sorted(line.split()[:3] for line in shown.splitlines())
+        assert rows == [[f"tensor-fusion-sys-alert-manager-{i}", "1/1", "Running"]
+                        for i in range(3)], shown  # fmt: skip
+
         # -- a second dev up exits 1 naming the running one; a broken file exits 2 ---------
         again = dev("up", "--dir", str(directory), timeout=60)
         assert again.returncode == 1
@@ -143,6 +150,14 @@ async def test_dev_up_runs_the_guide_and_dev_down_leaves_nothing(tmp_path: Path)
             if (p["metadata"].get("annotations") or {}).get("tensor-fusion.ai/gpu-ids")
         ]
         assert len(workers) == 3, [p["metadata"].get("annotations") for p in pods]
+        # the scheduler's PodScheduled stays beside the supervisor's conditions, so
+        # `kubectl wait --for=condition=PodScheduled` returns
+        for pod in pods:
+            conditions = {c["type"]: c["status"] for c in pod["status"].get("conditions", [])}
+            assert conditions.get("PodScheduled") == "True", (pod["metadata"]["name"], conditions)
+            assert conditions.get("Ready") == "True", (pod["metadata"]["name"], conditions)
+        kubectl(kubeconfig, "wait", "--for=condition=PodScheduled", "pods", "--all",
+                "-n", "default", "--timeout=30s")  # fmt: skip
 
         # -- their usage reaches tf_worker_usage: the --values rule fires for each ---------
         async def busy_workers() -> set[str] | None:

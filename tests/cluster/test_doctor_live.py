@@ -6,8 +6,9 @@ into a control plane of its own; two controllers run from the Deployment as its 
 simulated agents on two GPU nodes (`AgentRunner`). There is no kubelet, so the test plays it for
 the pods the doctor reads: the ReplicaSet's two controller pods are bound to two nodes, their
 replicas started under their names (the Lease holder is a pod name) and marked Running, and
-Ready once the replica's `/readyz` answers; the StatefulSet's three pods are created (no
-StatefulSet controller runs here) and marked Running and Ready with their Alertmanager's address.
+Ready once the replica's `/readyz` answers; the StatefulSet's three pods are the stand-ins
+`ChartAlertmanagers` makes (no StatefulSet controller runs here), Running and Ready at their
+Alertmanager's address.
 
 The API server refuses to proxy to loopback addresses, where the replicas listen, so the
 controller pods get this machine's non-loopback address, and `LeaderRelay` listens there on
@@ -31,7 +32,7 @@ import functools
 import ipaddress
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,6 @@ import yaml
 from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.admissionregistration_v1 import MutatingWebhookConfiguration
-from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
@@ -246,24 +246,6 @@ async def run_controller_pods(
     return replicas
 
 
-async def run_alertmanager_pods(kube: AsyncClient, addresses: Sequence[str]) -> None:
-    """The StatefulSet's pods, as its controller and the kubelet would make them."""
-    statefulset = await kube.get(StatefulSet, f"{RELEASE}-alert-manager", namespace=NAMESPACE)
-    template = statefulset.to_dict()["spec"]["template"]  # type: ignore[no-untyped-call]
-    image = template["spec"]["containers"][0]["image"]
-    account = template["spec"].get("serviceAccountName") or "default"
-    for index, address in enumerate(addresses):
-        name = f"{RELEASE}-alert-manager-{index}"
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": NAMESPACE,
-                            "labels": template["metadata"]["labels"]},
-               "spec": {"nodeName": CONTROLLER_NODES[index % 2], "serviceAccountName": account,
-                        "automountServiceAccountToken": False,
-                        "containers": [{"name": "alertmanager", "image": image}]}}  # fmt: skip
-        await kube.create(Pod.from_dict(pod))  # type: ignore[no-untyped-call]
-        await mark_pod(kube, name, address, ready=True)
-
-
 async def gpus_running(kube: AsyncClient) -> bool:
     """The cluster, the pool, 2 GPU nodes, 4 GPUs Running and the store connected."""
     cluster = (await kube.get(CLUSTER, "tensor-fusion")).to_dict()
@@ -324,8 +306,8 @@ async def test_the_doctor_on_the_walkthrough_cluster(
         for node in CONTROLLER_NODES:
             await create_plain_node(kube, node)
         await relay.start(address)
-        addresses = await alertmanagers.start()  # before the controllers: discovered at once
-        await run_alertmanager_pods(kube, addresses)
+        # before the controllers: discovered at once; their pods as the StatefulSet's
+        await alertmanagers.start()
         replicas = await run_controller_pods(kube, controllers, address)
         await diagnose(plane, kube, tmp_path, controllers, alertmanagers, replicas)
     finally:

@@ -1,5 +1,6 @@
 """The chart's Alertmanager StatefulSet run as real Alertmanagers (Debian's
-`prometheus-alertmanager`) where there is no kubelet."""
+`prometheus-alertmanager`) where there is no kubelet, each shown as the Pod its StatefulSet
+would have made (`<release>-alert-manager-<i>`, Running and Ready at its address)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from lightkube.resources.apps_v1 import StatefulSet
 from lightkube.resources.core_v1 import Secret
 
 from tensorfusion.devenv.processes import Component
+from tensorfusion.devenv.replica_pods import stand_in_pod
 from tensorfusion.devenv.source_tree import NAMESPACE, RELEASE
 
 __all__ = ["HEADLESS", "AlertmanagerMissingError", "ChartAlertmanagers", "alertmanager_binary"]
@@ -58,6 +60,8 @@ class ChartAlertmanagers:
         statefulset = await self.kube.get(StatefulSet, f"{RELEASE}-alert-manager",
                                           namespace=NAMESPACE)  # fmt: skip
         count = (statefulset.spec.replicas if statefulset.spec else None) or 1
+        template = statefulset.spec.template if statefulset.spec else None
+        labels = dict((template.metadata.labels if template and template.metadata else None) or {})
         secret = await self.kube.get(Secret, f"{RELEASE}-alert-manager-config",
                                      namespace=NAMESPACE)  # fmt: skip
         config = base64.b64decode((secret.data or {})["alertmanager.yml"]).decode()
@@ -81,6 +85,9 @@ class ChartAlertmanagers:
             )  # fmt: skip
             component.start()
             self.components.append(component)
+            await stand_in_pod(self.kube, namespace=NAMESPACE, name=f"{RELEASE}-alert-manager-{i}",
+                               ip=ip, service_account="alert-manager", labels=labels,
+                               container="alertmanager", role="alertmanager")  # fmt: skip
         return self.addresses
 
     async def alerts(self, address: str) -> list[dict[str, Any]]:

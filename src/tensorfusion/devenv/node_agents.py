@@ -202,8 +202,11 @@ class AgentRunner:
 
     async def _patch_status(self, name: str, status: Mapping[str, Any]) -> None:
         with contextlib.suppress(ApiError):  # replaced or deleted meanwhile
-            await self.kube.patch(Pod.Status, name, {"status": dict(status)},
-                                  namespace=self.namespace, patch_type=PatchType.MERGE)  # fmt: skip
+            # Strategic: the Ready condition joins the pod's other conditions (merged by type).
+            await self.kube.patch(
+                Pod.Status, name, {"status": dict(status)},
+                namespace=self.namespace, patch_type=PatchType.STRATEGIC,
+            )  # fmt: skip
 
 
 def _pod_env(pod: Mapping[str, Any]) -> dict[str, str]:

@@ -1,9 +1,11 @@
-"""Pod objects for controller replicas run as local processes, where there is no kubelet.
+"""Pod objects for replicas run as local processes, where there is no kubelet.
 
 Followers find the leader through the Lease's holder and that Pod's `status.podIP`; a replica
 started by `ChartControllers` or the cluster tests has no Pod of its own, so the harness makes
-one, as a kubelet would report it: Running, with the replica's loopback address as its IP. It
-names no node and a scheduler that does not exist, so nothing schedules, binds or evicts it.
+one, as a kubelet would report it: Running and Ready, with the replica's loopback address as
+its IP. The chart's Alertmanagers get theirs too (named and labelled as their StatefulSet's),
+so `kubectl get pods` shows what the guide's Verify section expects. A stand-in names no node
+and a scheduler that does not exist, so nothing schedules, binds or evicts it.
 `release_ca_file` hands agents run as local processes the release CA their pods would mount.
 """
 
@@ -12,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import datetime
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from lightkube import ApiError, AsyncClient
@@ -22,6 +24,8 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod, Secret
 from lightkube.types import PatchType
 
+from tensorfusion.domain.allocator.snapshot import format_rfc3339
+
 __all__ = ["STAND_IN_LABEL", "release_ca_file", "stand_in_pod"]
 
 STAND_IN_LABEL = "tensor-fusion.ai/stand-in"
@@ -29,25 +33,41 @@ STAND_IN_LABEL = "tensor-fusion.ai/stand-in"
 
 
 async def stand_in_pod(
-    kube: AsyncClient, *, namespace: str, name: str, ip: str, service_account: str
+    kube: AsyncClient,
+    *,
+    namespace: str,
+    name: str,
+    ip: str,
+    service_account: str,
+    labels: Mapping[str, str] | None = None,
+    container: str = "controller",
+    role: str = "controller-replica",
 ) -> None:
-    """Create (or keep) the Pod `name` of a replica and report it Running at `ip`."""
+    """Create (or keep) the Pod `name` of a replica and report it Running and Ready at `ip`;
+    `labels` join the stand-in label (set to `role`)."""
     pod = Pod(
         metadata=ObjectMeta(name=name, namespace=namespace,
-                            labels={STAND_IN_LABEL: "controller-replica"}),
+                            labels={**(labels or {}), STAND_IN_LABEL: role}),
         spec=PodSpec(serviceAccountName=service_account, schedulerName="no-scheduler",
                      automountServiceAccountToken=False,
-                     containers=[Container(name="controller", image="local-process")]),
+                     containers=[Container(name=container, image="local-process")]),
     )  # fmt: skip
     try:
         await kube.create(pod)
     except ApiError as error:
         if error.status.code != 409:
             raise
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "startTime": now}
+    now = format_rfc3339(time.time())
+    status = {
+        "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "startTime": now,
+        "conditions": [{"type": kind, "status": "True", "lastTransitionTime": now}
+                       for kind in ("Initialized", "ContainersReady", "Ready")],
+        "containerStatuses": [{"name": container, "image": "local-process", "imageID": "",
+                               "ready": True, "started": True, "restartCount": 0,
+                               "state": {"running": {"startedAt": now}}}],
+    }  # fmt: skip
     await kube.patch(Pod.Status, name, {"status": status}, namespace=namespace,
-                     patch_type=PatchType.MERGE)  # fmt: skip
+                     patch_type=PatchType.STRATEGIC)  # fmt: skip
 
 
 async def release_ca_file(

@@ -59,10 +59,13 @@ _log = logging.getLogger(__name__)
 
 DEV_VALUES: Final[dict[str, Any]] = {
     "controller": {"replicaCount": 2},
+    # the guide's Verify section: 3 Alertmanager pods (values-production.yaml's count)
+    "alert": {"replicaCount": 3},
     # the controller's embedded metrics store: no GreptimeDB here
     "greptime": {"installStandalone": False, "host": ""},
 }
-"""Values under the user's: two controller replicas and the embedded metrics store."""
+"""Values under the user's: two controller replicas, three Alertmanagers and the embedded
+metrics store."""
 
 TOKEN_EXPIRATION_S: Final = 30 * 24 * 3600
 RESTART_BACKOFF_S: Final = (5.0, 300.0)

@@ -149,5 +149,7 @@ class WorkloadPods:
                            for t in ("Initialized", "ContainersReady", "Ready")],
             "containerStatuses": containers,
         }  # fmt: skip
+        # A strategic merge keeps the other conditions (PodScheduled, the scheduler's): a pod's
+        # conditions merge by type.
         await self.kube.patch(Pod.Status, name, {"status": status}, namespace=namespace,
-                              patch_type=PatchType.MERGE)  # fmt: skip
+                              patch_type=PatchType.STRATEGIC)  # fmt: skip

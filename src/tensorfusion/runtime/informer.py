@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tensorfusion.runtime.informer_source import (
+    ApiAnswerError,
     ObjectSource,
     ResourceExpiredError,
     WatchEvent,
@@ -174,13 +175,15 @@ class Informer:
                 step = "list" if resume_from is None else "watch"
                 if resume_from is not None:
                     resume_from = self._resource_version
+                # An error status of the API server is an answer, not a bug: one line.
+                answered = isinstance(error, ApiAnswerError)
                 _log.warning(
-                    "informer %s: %s failed (%d in a row): %r",
+                    "informer %s: %s failed (%d in a row): %s",
                     self.name,
                     step,
                     failures,
-                    error,
-                    exc_info=error,
+                    error if answered else repr(error),
+                    exc_info=None if answered else error,
                 )
             else:
                 resume_from = self._resource_version

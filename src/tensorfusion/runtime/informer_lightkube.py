@@ -27,6 +27,7 @@ from lightkube.core.client import FieldSelector, FieldValue, LabelSelector, Labe
 from lightkube.core.generic_client import ListAsyncIterable
 
 from tensorfusion.runtime.informer_source import (
+    ApiAnswerError,
     Listing,
     ResourceExpiredError,
     WatchEvent,
@@ -98,7 +99,10 @@ class LightkubeSource:
             listing = self._client.list(
                 resource, chunk_size=self._page_size, labels=self._labels, fields=self._fields
             )
-        objects = [_to_dict(obj) async for obj in listing]
+        try:
+            objects = [_to_dict(obj) async for obj in listing]
+        except httpx.HTTPStatusError as error:
+            raise _answer(f"list of {self._description}", error) from error
         try:
             version = listing.resourceVersion
         except NotReadyError as error:
@@ -133,7 +137,13 @@ class LightkubeSource:
                 raise ResourceExpiredError(
                     f"watch of {self._description} from resourceVersion {resource_version}: {error}"
                 ) from error
-            raise
+            raise _answer(f"watch of {self._description}", error) from error
+
+
+def _answer(what: str, error: httpx.HTTPStatusError) -> ApiAnswerError:
+    code = _status_code(error)
+    message = error.status.message if isinstance(error, ApiError) else str(error)
+    return ApiAnswerError(code, f"{what}: the API server answered {code}: {message}")
 
 
 def _status_code(error: httpx.HTTPStatusError) -> int | None:

@@ -12,11 +12,27 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Listing", "ObjectSource", "ResourceExpiredError", "WatchEvent", "WatchType"]
+__all__ = [
+    "ApiAnswerError",
+    "Listing",
+    "ObjectSource",
+    "ResourceExpiredError",
+    "WatchEvent",
+    "WatchType",
+]
 
 
 class ResourceExpiredError(Exception):
     """The resourceVersion is too old for the API server (410 Gone): list again."""
+
+
+class ApiAnswerError(Exception):
+    """The API server answered a list or a watch with an error status (429 while it throttles a
+    starting client, 5xx): an answer the informer expects and retries, logged in one line."""
+
+    def __init__(self, code: int | None, text: str) -> None:
+        super().__init__(text)
+        self.code = code
 
 
 class WatchType(enum.Enum):

@@ -52,6 +52,24 @@ def test_keys_are_case_insensitive_and_unknown_keys_warn() -> None:
     assert any("unknown key 'colour'" in warning for warning in rules.warnings)
 
 
+@pytest.mark.parametrize(
+    ("table", "interval", "warned"),
+    [("tf_gpu_usage", "10s", True), ("tf_worker_usage", "15s", True),
+     ("tf_gpu_usage", "30s", False), ("tf_node_metrics", "10s", False)],
+)  # fmt: skip
+def test_a_window_shorter_than_two_agent_samples_warns(
+    table: str, interval: str, warned: bool
+) -> None:
+    """Found on `dev up`: a rule every 10s over the agents' 10s samples never fired."""
+    query = f"SELECT node FROM {table} WHERE {{{{ .Conditions }}}}"
+    rules = load_rules([_rule(query=query, evaluationInterval=interval)])
+    assert rules.rules and not rules.problems
+    warnings = [w for w in rules.warnings if "sampling interval" in w]
+    assert bool(warnings) is warned, rules.warnings
+    if warned:
+        assert f"evaluationInterval {interval}" in warnings[0] and table in warnings[0]
+
+
 def test_defaults() -> None:
     rule = load_rules([_rule()]).rules[0]
     assert (rule.threshold, rule.consecutive_count, rule.test_mode) == (0.0, 1, False)

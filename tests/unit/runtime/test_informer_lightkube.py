@@ -21,7 +21,12 @@ from lightkube.resources.core_v1 import ConfigMap, Node
 
 from tensorfusion.runtime.informer import Informer, InformerEvent
 from tensorfusion.runtime.informer_lightkube import LightkubeSource
-from tensorfusion.runtime.informer_source import ResourceExpiredError, WatchEvent, WatchType
+from tensorfusion.runtime.informer_source import (
+    ApiAnswerError,
+    ResourceExpiredError,
+    WatchEvent,
+    WatchType,
+)
 
 
 def configmap(name: str, version: str, namespace: str = "ns", **data: str) -> dict[str, Any]:
@@ -219,18 +224,21 @@ async def test_an_http_410_answer_means_the_version_expired(
         await asyncio.wait_for(first_events(source, "10", 1), timeout=5)
 
 
-async def test_other_watch_errors_are_raised_as_they_are(
+async def test_other_watch_errors_are_raised_as_api_answers(
     api: FakeApiServer, client: AsyncClient
 ) -> None:
+    """Other error statuses become `ApiAnswerError` with the code and message (the informer
+    logs them in one line), the HTTP error chained."""
     source = LightkubeSource(client, ConfigMap, namespace="ns")
     api.reply(event("ERROR", status(500, "etcd unavailable", "InternalError")))
-    with pytest.raises(ApiError, match="etcd unavailable"):
+    with pytest.raises(ApiAnswerError, match="answered 500: etcd unavailable") as answer:
         await asyncio.wait_for(first_events(source, "10", 1), timeout=5)
+    assert answer.value.code == 500 and isinstance(answer.value.__cause__, ApiError)
     api.reply(status(403, "forbidden", "Forbidden"), status_code=403)
-    with pytest.raises(httpx.HTTPStatusError) as info:
+    with pytest.raises(ApiAnswerError) as info:
         await asyncio.wait_for(first_events(source, "10", 1), timeout=5)
-    assert not isinstance(info.value, ResourceExpiredError)
-    assert info.value.response.status_code == 403
+    assert info.value.code == 403
+    assert isinstance(info.value.__cause__, httpx.HTTPStatusError)
 
 
 def test_a_watch_timeout_under_one_second_is_refused(client: AsyncClient) -> None:

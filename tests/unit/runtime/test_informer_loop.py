@@ -11,6 +11,7 @@ import pytest
 
 from tensorfusion.runtime.informer import EventKind, Informer, InformerEvent, ObjectKey
 from tensorfusion.runtime.informer_source import (
+    ApiAnswerError,
     Listing,
     ResourceExpiredError,
     WatchEvent,
@@ -317,6 +318,22 @@ async def test_a_failed_watch_is_logged_and_resumed_after_a_growing_backoff(
     assert "reset by peer" in warnings[0].getMessage()
     assert "fake ConfigMaps" in warnings[0].getMessage()
     assert warnings[0].exc_info is not None
+
+
+async def test_an_error_answer_of_the_api_server_is_one_line_without_a_traceback(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 429 while the API server throttles a starting controller is retried: a user reading
+    the logs for errors (the guide's Verify) sees one line, not a traceback."""
+    harness.start()
+    harness.source.fail_list(ApiAnswerError(429, "list of fake ConfigMaps: the API server "
+                                                 "answered 429: too many requests"))  # fmt: skip
+    harness.source.answer_list("10", obj("a", "1"))
+    await asyncio.wait_for(harness.informer.wait_synced(), timeout=5)
+    [warning] = [r for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
+    assert warning.exc_info is None
+    assert warning.getMessage().endswith("answered 429: too many requests")
+    assert "\n" not in warning.getMessage()
 
 
 async def test_a_failed_list_is_retried_after_a_backoff(harness: Harness) -> None:

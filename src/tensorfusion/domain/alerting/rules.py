@@ -20,6 +20,7 @@ from tensorfusion.domain.alerting.templates import (
     TemplateSyntaxError,
     compile_template,
 )
+from tensorfusion.domain.metrics.schema import AGENT_SAMPLED_TABLES, DEFAULT_AGENT_SAMPLE_INTERVAL_S
 
 __all__ = [
     "RENDERED_TEXT_LIMITS",
@@ -258,6 +259,14 @@ def parse_rule(raw: object, index: int, warnings: list[str]) -> AlertRule:
         definition=definition,
     )
     _check_query(rule)
+    sampled = [name for name in AGENT_SAMPLED_TABLES if name in rule.query.source]
+    if sampled and interval_ms < 2 * DEFAULT_AGENT_SAMPLE_INTERVAL_S * 1000:
+        warnings.append(
+            f"{label}: evaluationInterval {interval_text} is shorter than twice the agents' "
+            f"sampling interval ({DEFAULT_AGENT_SAMPLE_INTERVAL_S:g}s) of {', '.join(sampled)}: a "
+            "window can hold no sample, the rule then sees nothing and may never fire; use 30s "
+            "or more (docs/alerting.md)"
+        )
     return rule
 
 

@@ -7,6 +7,8 @@ from enum import Enum
 from typing import Final
 
 __all__ = [
+    "AGENT_SAMPLED_TABLES",
+    "DEFAULT_AGENT_SAMPLE_INTERVAL_S",
     "TABLES",
     "TABLE_NAMES",
     "ColumnType",
@@ -14,6 +16,7 @@ __all__ = [
     "duckdb_create_table",
     "greptime_create_table",
     "table",
+    "tables_markdown",
 ]
 
 
@@ -201,6 +204,10 @@ TABLES: Final[tuple[TableSchema, ...]] = (
 )
 
 TABLE_NAMES: Final[tuple[str, ...]] = tuple(schema.name for schema in TABLES)
+AGENT_SAMPLED_TABLES: Final = ("tf_gpu_usage", "tf_worker_usage")
+"""The tables the node agents write, one row per GPU or worker each sampling interval."""
+DEFAULT_AGENT_SAMPLE_INTERVAL_S: Final = 10.0
+"""The agents' sampling interval unless `TF_METRICS_INTERVAL` sets another."""
 _BY_NAME: Final[dict[str, TableSchema]] = {schema.name: schema for schema in TABLES}
 
 
@@ -246,3 +253,31 @@ def duckdb_create_table(schema: TableSchema) -> str:
     columns += [f"{name} {column_type.duckdb}" for name, column_type in schema.fields]
     columns.append(f"{schema.time_column} TIMESTAMP NOT NULL")
     return f"CREATE TABLE IF NOT EXISTS {schema.name} ({', '.join(columns)})"
+
+
+def tables_markdown() -> str:
+    """The tables of `TABLES` as Markdown: per table its tags, fields and time column with their
+    GreptimeDB and DuckDB types (docs/metrics.md, "Tables", is this text)."""
+    out: list[str] = []
+    for schema in TABLES:
+        notes = []
+        if schema.extra_tags:
+            notes.append("plus the extra tags of `metricsExtraPodLabels`")
+        if schema.skipping_index:
+            notes.append(f"skipping index on {', '.join(f'`{c}`' for c in schema.skipping_index)}")
+        if schema.fulltext:
+            notes.append(f"full-text index on {', '.join(f'`{c}`' for c in schema.fulltext)}")
+        out.append(f"### `{schema.name}`\n")
+        if notes:
+            out.append(f"Primary key: the tags in order; {'; '.join(notes)}.\n")
+        out.append("| column | kind | GreptimeDB | DuckDB |")
+        out.append("|---|---|---|---|")
+        string = ColumnType.STRING
+        out += [f"| `{tag}` | tag | {string.greptime} | {string.duckdb} |" for tag in schema.tags]
+        out += [
+            f"| `{name}` | field | {kind.greptime} | {kind.duckdb} |"
+            for name, kind in schema.fields
+        ]
+        out.append(f"| `{schema.time_column}` | time | TIMESTAMP(9) | TIMESTAMP |")
+        out.append("")
+    return "\n".join(out)

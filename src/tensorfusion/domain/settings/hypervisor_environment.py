@@ -14,6 +14,7 @@ from typing import Final
 
 from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.metrics.extra_tags import parse_extra_labels
+from tensorfusion.domain.metrics.schema import DEFAULT_AGENT_SAMPLE_INTERVAL_S
 from tensorfusion.domain.settings.environment_values import (
     EnvironmentValueError,
     env_bool,
@@ -26,7 +27,7 @@ __all__ = ["LOG_LEVELS", "HypervisorEnvironment"]
 
 LOG_LEVELS: Final = ("debug", "info", "warn", "error")
 DEFAULT_PORT: Final = 8000
-DEFAULT_METRICS_INTERVAL_S: Final = 10.0
+DEFAULT_METRICS_INTERVAL_S: Final = DEFAULT_AGENT_SAMPLE_INTERVAL_S
 MIN_METRICS_INTERVAL_S: Final = 1.0
 DEFAULT_DISCOVERY_INTERVAL_S: Final = 600.0
 HEARTBEAT_INTERVAL_S: Final = 30.0
