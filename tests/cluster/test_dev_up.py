@@ -26,6 +26,7 @@ import yaml
 from tensorfusion.devenv.processes import session_processes
 from tensorfusion.devenv.source_tree import EXECUTABLE, SOURCE_DIR
 from tensorfusion.devenv.state_dir import DevDirectory
+from tensorfusion.runtime.leader_election import LEASE_NAME
 
 from .controlplane import Binaries, eventually
 
@@ -199,6 +200,37 @@ async def test_dev_up_runs_the_guide_and_dev_down_leaves_nothing(tmp_path: Path)
         assert status.returncode == 0, status.stdout
         logs = dev("logs", victim, "--dir", str(directory), timeout=60)
         assert logs.returncode == 0 and logs.stdout.strip(), logs.stderr
+
+        # -- the guide: delete the active controller Pod; a new pod replaces it -------------
+        def controller_pods() -> set[str]:
+            shown = kubectl(kubeconfig, "get", "pods", "-n", "tensor-fusion-sys", "-o", "name",
+                            "-l", "tensor-fusion.ai/stand-in=controller-replica")  # fmt: skip
+            return {line.removeprefix("pod/") for line in shown.split()}
+
+        def holder() -> str:
+            return kubectl(kubeconfig, "get", "lease", LEASE_NAME, "-n", "tensor-fusion-sys",
+                           "-o", "jsonpath={.spec.holderIdentity}")  # fmt: skip
+
+        active = holder()
+        assert active in controller_pods(), (active, controller_pods())
+        kubectl(kubeconfig, "delete", "pod", "-n", "tensor-fusion-sys", active)
+
+        async def replaced() -> set[str] | None:
+            pods = controller_pods()
+            return pods if len(pods) == 2 and active not in pods and holder() in pods else None
+
+        before = await eventually(replaced, what=f"{active} replaced, the Lease on a pod",
+                                  timeout=120)  # fmt: skip
+
+        # -- kubectl rollout restart (the guide's step 6): both replicas replaced -----------
+        kubectl(kubeconfig, "rollout", "restart", "deploy/tensor-fusion-sys-controller",
+                "-n", "tensor-fusion-sys")  # fmt: skip
+
+        async def restarted_all() -> set[str] | None:
+            pods = controller_pods()
+            return pods if len(pods) == 2 and not pods & before else None
+
+        await eventually(restarted_all, what="both controller pods replaced", timeout=120)
     finally:
         final = state_dir.read_state()
         sessions = {name: info.pid for name, info in (final.components if final else {}).items()}

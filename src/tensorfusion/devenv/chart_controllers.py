@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
+import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from lightkube import AsyncClient
+from lightkube import ApiError, AsyncClient
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.admissionregistration_v1 import MutatingWebhookConfiguration
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Secret, ServiceAccountToken
+from lightkube.resources.core_v1 import ConfigMap, Pod, Secret, ServiceAccountToken
 
 from tensorfusion.devenv.config_volumes import ConfigDirectory
 from tensorfusion.devenv.control_plane import ControlPlane
@@ -96,6 +98,8 @@ class Replica:
     webhook_port: int
     component: Component
     peer_port: int = 9444
+    template: str = ""
+    """The Deployment's pod template the replica was started from (JSON, keys sorted)."""
 
     def url(self, path: str, *, health: bool = False) -> str:
         return f"http://{self.ip}:{self.health_port if health else self.api_port}{path}"
@@ -227,9 +231,37 @@ class ChartControllers:
             detached=self.detached,
         )  # fmt: skip
         component.start()
-        replica = Replica(pod, ip, api_port, health_port, webhook_port, component, peer_port)
+        replica = Replica(pod, ip, api_port, health_port, webhook_port, component, peer_port,
+                          template=template_of(deployment))  # fmt: skip
         self.replicas[pod] = replica
         return replica
+
+    async def outdated(self) -> list[Replica]:
+        """The replicas whose Pod was deleted, then those started from an older pod template
+        (`kubectl rollout restart`, a changed Deployment): what a ReplicaSet would replace."""
+        template = template_of(await self.deployment())
+        deleted, old = [], []
+        for replica in self.replicas.values():
+            try:
+                pod = await self.kube.get(Pod, replica.pod, namespace=NAMESPACE)
+            except ApiError as error:
+                if error.status.code != 404:
+                    raise
+                deleted.append(replica)
+                continue
+            if pod.metadata and pod.metadata.deletionTimestamp:
+                deleted.append(replica)
+            elif replica.template != template:
+                old.append(replica)
+        return deleted + old
+
+    async def replace(self, replica: Replica) -> Replica:
+        """Stop `replica` and start its successor under a new Pod name on the same address, as
+        a ReplicaSet replaces a deleted pod."""
+        self.stop(replica.pod)
+        with contextlib.suppress(ApiError):
+            await self.kube.delete(Pod, replica.pod, namespace=NAMESPACE, grace_period=0)
+        return await self.start(f"{RELEASE}-controller-{secrets.token_hex(3)}", ip=replica.ip)
 
     async def _env(self, container: Mapping[str, Any], pod: str, ip: str) -> dict[str, str]:
         fields = {"metadata.name": pod, "metadata.namespace": NAMESPACE, "status.podIP": ip}
@@ -262,3 +294,8 @@ class ChartControllers:
             yield self
         finally:
             self.stop_all()
+
+
+def template_of(deployment: Mapping[str, Any]) -> str:
+    """A Deployment's pod template as comparable text."""
+    return json.dumps(deployment["spec"]["template"], sort_keys=True)

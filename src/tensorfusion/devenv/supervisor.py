@@ -368,7 +368,8 @@ class Supervisor:
     # -- while it runs
 
     async def _supervise(self) -> None:
-        """Until stopped: restart exited controllers, sync ConfigMaps, record the state."""
+        """Until stopped: restart exited controllers, replace deleted or outdated controller
+        pods, sync ConfigMaps, record the state."""
         assert self.controllers is not None and self.plane is not None
         while not self.stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -378,6 +379,7 @@ class Supervisor:
             self.plane.ensure_running()
             for replica in list(self.controllers.replicas.values()):
                 await self._restart_if_exited(replica)
+            await self._replace_outdated()
             try:
                 changed = await self.controllers.sync_config_maps()
             except Exception as error:  # the API server busy: the next pass retries
@@ -388,6 +390,22 @@ class Supervisor:
         self.state.phase = DevPhase.STOPPING
         _log.info("dev: stopping")
         self.save()
+
+    async def _replace_outdated(self) -> None:
+        """A deleted controller Pod's replica, or one started from an older pod template
+        (`kubectl rollout restart`), replaced by a new one under a new Pod name: one per pass,
+        as a rollout with maxUnavailable 1 would."""
+        assert self.controllers is not None
+        try:
+            outdated = await self.controllers.outdated()
+        except Exception as error:  # the API server busy: the next pass retries
+            _log.warning("dev: reading the controller pods failed, retrying: %s", error)
+            return
+        if outdated:
+            old = outdated[0]
+            new = await self.controllers.replace(old)
+            _log.info("dev: controller pod %s replaced by %s (%s)", old.pod, new.pod, new.ip)
+            self.save()
 
     async def _restart_if_exited(self, replica: Replica) -> None:
         assert self.controllers is not None
