@@ -99,6 +99,9 @@ async def test_dev_up_runs_the_guide_and_dev_down_leaves_nothing(tmp_path: Path)
         state: dict[str, Any] = json.loads(state_dir.state_file.read_text())
         kubeconfig = state["kubeconfig"]
         assert up.stdout.count(kubeconfig) == 1
+        printed = " ".join(up.stdout.split())
+        assert f"export PATH={Binaries.locate().directory}:$PATH" in printed, up.stdout
+        assert "tensor-fusion dev down, then tensor-fusion dev up --values FILE" in printed
 
         # -- kubectl get gpunode,gpu: 4 nodes, 32 GPUs, all Running ------------------------
         shown = kubectl(kubeconfig, "get", "gpunode,gpu", "--no-headers")

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tensorfusion.app.logging_setup import configure_logging
+from tensorfusion.devenv.binaries import binary_directory, read_versions
 from tensorfusion.devenv.lifecycle import (
     AlreadyRunningError,
     DevStartError,
@@ -135,7 +136,9 @@ def _summary(
     if len(cluster.pools) > 1:
         out.print("note: the chart runs one pool (tensor-fusion-shared); every node joins it")
     api = state.controller_api
-    out.print("\nTry:")
+    tools = binary_directory(read_versions()["KUBERNETES_VERSION"])
+    out.print("\nTry (this control plane's own kubectl and helm, docs/dev.md):")
+    out.print(f"  export PATH={escape(str(tools))}:$PATH")
     out.print(f"  export KUBECONFIG={escape(state.kubeconfig)}")
     out.print("  kubectl get gpunode,gpu")
     out.print("  kubectl get tensorfusioncluster,gpupool")
@@ -146,6 +149,8 @@ def _summary(
     out.print(f"  kubectl apply -f {escape(str(examples / 'deployment.yaml'))}"
               "   # the guide's step 5: 3 of 10 replicas on TensorFusion")  # fmt: skip
     out.print("  tensor-fusion dev logs | tensor-fusion dev down")
+    out.print("Other values: tensor-fusion dev down, then tensor-fusion dev up --values FILE "
+              "(helm upgrade fails here: the webhook points at a URL)")  # fmt: skip
 
 
 @app.command("status")
