@@ -34,7 +34,11 @@ from tensorfusion.admission.facts_gathering import (
 from tensorfusion.admission.webhook_app import TransientAdmissionError
 from tensorfusion.domain.admission.decision import AdmissionDecision
 from tensorfusion.domain.admission.pipeline import PendingMutation, decide
-from tensorfusion.domain.admission.replica_gate import CounterIncrement
+from tensorfusion.domain.admission.replica_gate import (
+    CounterIncrement,
+    decremented_count,
+    incremented_count,
+)
 from tensorfusion.domain.admission.review import AdmissionRequest
 from tensorfusion.domain.admission.workload import WorkloadWrite
 
@@ -122,11 +126,10 @@ class ClusterAdmitter:
             unreadable = f"{increment.kind} {increment.name} cannot be read"
             raise TransientAdmissionError("counting enabled replicas", unreadable)
         metadata = owner.get("metadata") or {}
-        current = _count_of((metadata.get("annotations") or {}).get(increment.key))
-        value = current + step
+        counted = (incremented_count if step > 0 else decremented_count)(owner, increment.key)
         body = {"metadata": {
             "resourceVersion": metadata.get("resourceVersion"),
-            "annotations": {increment.key: str(value) if value > 0 else None},
+            "annotations": {increment.key: counted},
         }}  # fmt: skip
         response = await self._send("PATCH", path, body, "application/merge-patch+json")
         if response.status_code == 409:
@@ -184,13 +187,6 @@ class ClusterAdmitter:
             content=orjson.dumps(body) if body is not None else None,
             headers={"Content-Type": content_type},
         )  # fmt: skip
-
-
-def _count_of(value: object) -> int:
-    try:
-        return max(int(str(value)), 0) if value is not None else 0
-    except ValueError:
-        return 0  # a corrupt value counts as 0 and is rewritten
 
 
 def _message(response: httpx.Response) -> str:
