@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from tensorfusion.adapters.tsdb.store import MetricsStore, StoreError
+from tensorfusion.alerting.alerts_status import evaluation_status, rules_status
 from tensorfusion.alerting.event_sink import EventSink
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
 from tensorfusion.alerting.state_store import StateStore, StateStoreError
@@ -94,7 +95,6 @@ class AlertEvaluator:
         self._max_first_delay_s = max_first_delay_s
         self._persist_interval_s = persist_interval_s
         self._rules: dict[str, _RuleRuntime] = {}
-        self._invalid: list[dict[str, str]] = []
         self._running = False
         self._dirty = asyncio.Event()
         self._persist_task: asyncio.Task[None] | None = None
@@ -359,9 +359,6 @@ class AlertEvaluator:
     # ------------------------------------------------------------------ status
 
     def _record_invalid(self, rule_set: RuleSet) -> None:
-        self._invalid = [
-            {"name": problem.name, "error": str(problem)} for problem in rule_set.problems
-        ]
         self.metrics.rules_invalid.set(len(rule_set.problems))
 
     def _update_gauges(self) -> None:
@@ -384,68 +381,42 @@ class AlertEvaluator:
         ]
 
     def status(self) -> dict[str, Any]:
-        """The `rules` and `store` parts of `GET /api/alerts` (alerting.md §9)."""
+        """The `running`, `store` and `rules` parts of `GET /api/alerts` (alerting.md §9)."""
         health = self._store.health()
-        rules: list[dict[str, Any]] = []
         source = self._rules.values() if self._running else []
-        runtimes = {runtime.rule.name: runtime for runtime in source}
-        for rule in self._pending_rule_set.rules:
-            runtime = runtimes.get(rule.name)
-            rules.append(
-                {
-                    "name": rule.name,
-                    "evaluationInterval": rule.evaluation_interval,
-                    "valid": True,
-                    "error": "",
-                    "lastEvaluation": (
-                        format_rfc3339_ms(runtime.last_evaluation_ms)
-                        if runtime and runtime.last_evaluation_ms is not None
-                        else None
-                    ),
-                    "lastDurationMs": runtime.last_duration_ms if runtime else None,
-                    "lastError": runtime.last_error if runtime else "",
-                    "pending": [
-                        {"labels": entry.labels, "count": entry.count}
-                        for entry in (runtime.state.pending() if runtime else [])
-                    ],
-                    "firing": [
-                        {
-                            "labels": entry.labels,
-                            "startsAt": format_rfc3339_ms(entry.starts_at_ms),
-                            "lastSentAt": (
-                                format_rfc3339_ms(entry.last_sent_ms)
-                                if entry.last_sent_ms is not None
-                                else None
-                            ),
-                        }
-                        for entry in (runtime.state.firing() if runtime else [])
-                    ],
-                }
-            )
-        for problem in self._invalid:
-            rules.append(
-                {
-                    "name": problem["name"],
-                    "evaluationInterval": None,
-                    "valid": False,
-                    "error": problem["error"],
-                    "lastEvaluation": None,
-                    "lastDurationMs": None,
-                    "lastError": "",
-                    "pending": [],
-                    "firing": [],
-                }
-            )
+        evaluated = {runtime.rule.name: _progress(runtime) for runtime in source}
         read_up = health.read_up and not self._store_error
-        return {
-            "running": self._running,
-            "store": {
-                "kind": health.kind,
-                "target": health.target,
-                "up": read_up and health.write_up,
-                "readUp": read_up,
-                "writeUp": health.write_up,
-                "lastError": self._store_error or health.last_error,
-            },
-            "rules": rules,
-        }
+        return evaluation_status(
+            running=self._running,
+            kind=health.kind,
+            rules=rules_status(self._pending_rule_set, evaluated),
+            target=health.target,
+            read_up=read_up,
+            write_up=health.write_up,
+            last_error=self._store_error or health.last_error,
+        )
+
+
+def _progress(runtime: _RuleRuntime) -> dict[str, Any]:
+    """A running rule's evaluation state in `GET /api/alerts`."""
+    last_ms = runtime.last_evaluation_ms
+    return {
+        "lastEvaluation": format_rfc3339_ms(last_ms) if last_ms is not None else None,
+        "lastDurationMs": runtime.last_duration_ms,
+        "lastError": runtime.last_error,
+        "pending": [
+            {"labels": entry.labels, "count": entry.count} for entry in runtime.state.pending()
+        ],
+        "firing": [
+            {
+                "labels": entry.labels,
+                "startsAt": format_rfc3339_ms(entry.starts_at_ms),
+                "lastSentAt": (
+                    format_rfc3339_ms(entry.last_sent_ms)
+                    if entry.last_sent_ms is not None
+                    else None
+                ),
+            }
+            for entry in runtime.state.firing()
+        ],
+    }

@@ -43,6 +43,7 @@ from tensorfusion.alerting.alertmanager_discovery import (
     dns_resolver,
     headless_service_host,
 )
+from tensorfusion.alerting.alerts_status import alerts_body, evaluation_status, rules_status
 from tensorfusion.alerting.configmap_state_store import (
     ConfigMapStateStore,
     state_dropped_counter,
@@ -53,11 +54,10 @@ from tensorfusion.alerting.replica_config import ReplicaConfig
 from tensorfusion.alerting.standalone import job_label
 from tensorfusion.alerting.state_store import StateStore, StateStoreError
 from tensorfusion.domain.alerting.dynamic_config import DynamicConfig
-from tensorfusion.domain.alerting.rules import RuleSet
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 from tensorfusion.domain.settings.controller_flags import ControllerFlags
 
-__all__ = ["AlertProcess", "LeaderAlertService", "idle_rules_status"]
+__all__ = ["AlertProcess", "LeaderAlertService"]
 
 _log = logging.getLogger(__name__)
 STORE_WAIT_LOG_S: Final = 30.0
@@ -90,40 +90,6 @@ class _Term:
     evaluator: AlertEvaluator
     targets: AlertmanagerTargets
     started_ms: int
-
-
-def idle_rules_status(rule_set: RuleSet) -> list[dict[str, Any]]:
-    """The `rules` of `GET /api/alerts` on a replica that does not evaluate (a follower):
-    every rule with its validation result and no evaluation state."""
-    rules: list[dict[str, Any]] = [
-        {
-            "name": rule.name,
-            "evaluationInterval": rule.evaluation_interval,
-            "valid": True,
-            "error": "",
-            "lastEvaluation": None,
-            "lastDurationMs": None,
-            "lastError": "",
-            "pending": [],
-            "firing": [],
-        }
-        for rule in rule_set.rules
-    ]
-    rules.extend(
-        {
-            "name": problem.name,
-            "evaluationInterval": None,
-            "valid": False,
-            "error": str(problem),
-            "lastEvaluation": None,
-            "lastDurationMs": None,
-            "lastError": "",
-            "pending": [],
-            "firing": [],
-        }
-        for problem in rule_set.problems
-    )
-    return rules
 
 
 class LeaderAlertService:
@@ -332,28 +298,20 @@ class LeaderAlertService:
     def alerts_body(self, process: AlertProcess) -> dict[str, Any]:
         """This replica's `GET /api/alerts`: `{replica: {pod, leader}, store, rules,
         alertmanagers}`; a follower lists the rules with their validation only."""
-        replica = {"pod": process.env.pod_name, "leader": process.is_leader()}
         term = self._term
         if term is not None:
-            body = term.evaluator.status()
-            body["alertmanagers"] = term.targets.status()
+            evaluation, alertmanagers = term.evaluator.status(), term.targets.status()
         else:
-            body = {
-                "running": False,
-                "store": {
-                    "kind": "greptimedb" if process.env.tsdb.greptime else "duckdb",
-                    "target": "",
-                    "up": None,
-                    "readUp": None,
-                    "writeUp": None,
-                    "lastError": "",
-                },
-                "rules": idle_rules_status(self.config.config.rules),
-                "alertmanagers": [],
-            }
-        body["replica"] = replica
-        body["enabled"] = process.flags.enable_alert
-        return body
+            kind = "greptimedb" if process.env.tsdb.greptime else "duckdb"
+            rules = rules_status(self.config.config.rules)
+            evaluation, alertmanagers = evaluation_status(running=False, kind=kind, rules=rules), []
+        return alerts_body(
+            evaluation,
+            pod=process.env.pod_name,
+            leader=process.is_leader(),
+            alertmanagers=alertmanagers,
+            enabled=process.flags.enable_alert,
+        )
 
 
 def _describe(targets: AlertmanagerTargets) -> str:

@@ -19,6 +19,7 @@ from tensorfusion.adapters.alertmanager.client import AlertmanagerClient, Delive
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore, EmbeddedMetricsStore
 from tensorfusion.adapters.tsdb.greptime_store import GreptimeSettings, GreptimeStore
 from tensorfusion.adapters.tsdb.store import MetricsStore
+from tensorfusion.alerting.alerts_status import alerts_body
 from tensorfusion.alerting.config_watcher import ConfigWatcher
 from tensorfusion.alerting.evaluator import AlertEvaluator
 from tensorfusion.alerting.event_sink import EventSink, LogEventSink
@@ -133,10 +134,12 @@ class StandaloneEvaluator:
 
     def status(self) -> dict[str, Any]:
         """The body of `GET /api/alerts`."""
-        body = self.evaluator.status()
-        body["replica"] = {"pod": os.environ.get("POD_NAME", "standalone"), "leader": True}
-        body["alertmanagers"] = self.client.status()
-        return body
+        return alerts_body(
+            self.evaluator.status(),
+            pod=os.environ.get("POD_NAME", "standalone"),
+            leader=True,
+            alertmanagers=self.client.status(),
+        )
 
     async def _start_server(self) -> None:
         app = web.Application()
