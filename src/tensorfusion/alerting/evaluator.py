@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from tensorfusion.adapters.task_ends import task_end_logger
 from tensorfusion.adapters.tsdb.store import MetricsStore, StoreError
 from tensorfusion.alerting.alerts_status import evaluation_status, rules_status
 from tensorfusion.alerting.event_sink import EventSink
@@ -35,17 +36,6 @@ __all__ = ["AlertEvaluator", "Notifier"]
 _log = logging.getLogger(__name__)
 _MAX_FIRST_DELAY_S: Final = 7.0
 _MAX_QUERY_TIMEOUT_S: Final = 30.0
-
-
-def _report_end(task: asyncio.Task[None]) -> None:
-    """Log a background task that ended other than by cancellation (it should never)."""
-    if task.cancelled():
-        return
-    error = task.exception()
-    if error is not None:
-        _log.error("%s stopped by an exception", task.get_name(), exc_info=error)
-    else:
-        _log.error("%s stopped unexpectedly", task.get_name())
 
 
 class Notifier(Protocol):
@@ -128,7 +118,7 @@ class AlertEvaluator:
         for runtime in self._rules.values():
             self._start_timer(runtime)
         self._persist_task = asyncio.create_task(self._persist_loop(), name="alert-state-persist")
-        self._persist_task.add_done_callback(_report_end)
+        self._persist_task.add_done_callback(task_end_logger(_log))
         self._update_gauges()
         _log.info("alert evaluator started with %d rules", len(self._rules))
 
@@ -192,7 +182,7 @@ class AlertEvaluator:
         if not self._timers:
             return
         runtime.task = asyncio.create_task(self._timer(runtime), name=f"rule:{runtime.rule.name}")
-        runtime.task.add_done_callback(_report_end)
+        runtime.task.add_done_callback(task_end_logger(_log))
 
     async def _timer(self, runtime: _RuleRuntime) -> None:
         loop = asyncio.get_running_loop()

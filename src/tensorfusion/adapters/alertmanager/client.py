@@ -22,6 +22,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tensorfusion.adapters.alertmanager.outbox import Outbox, OutboxEntry
+from tensorfusion.adapters.task_ends import log_task_end
 from tensorfusion.domain.alerting.alerts import AlertNotice
 from tensorfusion.domain.metrics.backoff import Backoff
 
@@ -106,17 +107,13 @@ class _Target:
         self.task: asyncio.Task[None] | None = None
 
 
-def _report_end(target: _Target, task: asyncio.Task[None]) -> None:
+def _sender_ended(target: _Target, task: asyncio.Task[None]) -> None:
     """Log and record a sender that ended other than by cancellation (it should never)."""
     target.status.sender_running = False
     if task.cancelled():
         return
-    error = task.exception()
+    error = log_task_end(task, _log, f"alertmanager {target.url}: sender")
     target.status.last_error = f"sender stopped: {error!r}" if error else "sender stopped"
-    if error is not None:
-        _log.error("alertmanager %s: sender stopped by an exception", target.url, exc_info=error)
-    else:
-        _log.error("alertmanager %s: sender stopped unexpectedly", target.url)
 
 
 class AlertmanagerClient:
@@ -151,7 +148,7 @@ class AlertmanagerClient:
             if target.task is None:
                 target.task = asyncio.create_task(self._sender(target), name=f"am:{target.url}")
                 target.status.sender_running = True
-                target.task.add_done_callback(functools.partial(_report_end, target))
+                target.task.add_done_callback(functools.partial(_sender_ended, target))
 
     def submit(self, notices: Sequence[AlertNotice]) -> None:
         """Queue notices for every target (never blocks; evictions are counted and logged)."""
@@ -189,7 +186,7 @@ class AlertmanagerClient:
                 target.task.cancel()
         for target in self._targets:
             if target.task is not None:
-                # A sender that ended by an exception was reported by `_report_end`.
+                # A sender that ended by an exception was reported by `_sender_ended`.
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await target.task
                 target.task = None

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from tensorfusion.adapters.task_ends import task_end_logger
 from tensorfusion.adapters.tsdb.greptime_writer import (
     LineProtocolWriter,
     WriteEndpoint,
@@ -39,17 +40,6 @@ _DDL_TIMEOUT_S: Final = 30.0
 _SCHEMA_EVERY_S: Final = 600.0
 _SCHEMA_RETRY_S: Final = 5.0
 _SCHEMA_CONNECTIONS: Final = 2
-
-
-def _report_end(task: asyncio.Task[None]) -> None:
-    """Log a background task that ended other than by cancellation (it should never)."""
-    if task.cancelled():
-        return
-    error = task.exception()
-    if error is not None:
-        _log.error("%s stopped by an exception", task.get_name(), exc_info=error)
-    else:
-        _log.error("%s stopped unexpectedly", task.get_name())
 
 
 def sql_string(value: str) -> str:
@@ -174,7 +164,7 @@ class GreptimeStore:
         await self.writer.start()
         if self._schema_task is None:
             self._schema_task = asyncio.create_task(self._schema_loop(), name="greptime-schema")
-            self._schema_task.add_done_callback(_report_end)
+            self._schema_task.add_done_callback(task_end_logger(_log))
 
     async def close(self) -> None:
         """Stop background work, final flush (5 s budget), close connections."""

@@ -24,6 +24,7 @@ import aiohttp
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from tensorfusion.adapters.task_ends import task_end_logger
 from tensorfusion.adapters.tsdb.write_buffer import BufferedLine, WriteBuffer
 from tensorfusion.domain.metrics.backoff import Backoff
 from tensorfusion.domain.metrics.line_protocol import UnencodableError, encode_row
@@ -38,17 +39,6 @@ _BATCH_BYTES: Final = 1024 * 1024
 _BATCH_AGE_S: Final = 5.0
 _BODY_LOG_LIMIT: Final = 1024
 _DROP_LOG_EVERY_S: Final = 60.0
-
-
-def _report_end(task: asyncio.Task[None]) -> None:
-    """Log a sender that ended other than by cancellation (it should never)."""
-    if task.cancelled():
-        return
-    error = task.exception()
-    if error is not None:
-        _log.error("%s stopped by an exception", task.get_name(), exc_info=error)
-    else:
-        _log.error("%s stopped unexpectedly", task.get_name())
 
 
 def is_missing_table_error(status: int, body: str) -> bool:
@@ -149,7 +139,7 @@ class LineProtocolWriter:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         if self._task is None:
             self._task = asyncio.create_task(self._sender(), name="metrics-writer")
-            self._task.add_done_callback(_report_end)
+            self._task.add_done_callback(task_end_logger(_log))
 
     def write(self, rows: Sequence[MetricRow]) -> None:
         """Encode and buffer rows (never blocks; drops are counted and logged)."""
