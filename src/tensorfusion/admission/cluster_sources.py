@@ -27,6 +27,7 @@ from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.admission.facts_gathering import PodIndex
 from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
 from tensorfusion.domain.annotations import INDEX_MAX, INDEX_MIN
+from tensorfusion.domain.object_views import labels_of
 
 __all__ = ["LEADER_INDEX_TIMEOUT_S", "ClusterAdmissionSources", "ObjectCache", "owner_path"]
 
@@ -118,8 +119,7 @@ class ClusterAdmissionSources:
         found = self._namespaces.get(namespace)
         if found is None:
             return None
-        labels: Mapping[str, str] = (found.get("metadata") or {}).get("labels") or {}
-        return labels
+        return labels_of(found)
 
     async def owner(
         self, namespace: str, ref: Mapping[str, Any], *, fresh: bool = True

@@ -25,6 +25,7 @@ from tensorfusion.domain.admission.workload_identity import owner_key
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.model import GPUPool
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES
+from tensorfusion.domain.object_views import name_of, namespace_of, resource_version_of, uid_of
 
 __all__ = [
     "DEADLINE_S",
@@ -92,9 +93,8 @@ class _ReadPools:
 
     def read(self, raw: Mapping[str, Any]) -> Mapping[str, Any] | GPUPool:
         """The pool read, or `raw` itself when it does not read (load_facts reports it)."""
-        metadata = raw.get("metadata") or {}
-        version = str(metadata.get("resourceVersion") or "")
-        key = f"{metadata.get('uid')}/{metadata.get('name')}"
+        version = resource_version_of(raw)
+        key = f"{uid_of(raw)}/{name_of(raw)}"
         known = self._read.get(key)
         if version and known is not None and known[0] == version:
             return known[1]
@@ -146,7 +146,7 @@ async def gather_facts(
     """The facts of one pod CREATE but its index (`pod_index` 0 until `take_pod_index`);
     TransientAdmissionError when a source fails or is late."""
     pod = request.object
-    namespace = request.namespace or str((pod.get("metadata") or {}).get("namespace") or "")
+    namespace = request.namespace or namespace_of(pod)
     needs = facts_needed(pod, native_resources=settings.native_resources,
                          auto_migration=settings.auto_migration, keys=settings.keys)  # fmt: skip
     common: dict[str, Any] = {
@@ -176,9 +176,9 @@ async def gather_facts(
         raise TransientAdmissionError(step, error) from None
     wanted = needs.pool_names
     pools = {
-        str((p.get("metadata") or {}).get("name")): _POOLS.read(p)
+        name_of(p): _POOLS.read(p)
         for p in sources.pools()
-        if wanted is None or (p.get("metadata") or {}).get("name") in wanted
+        if wanted is None or name_of(p) in wanted
     }
     return load_facts(
         namespace=namespace,

@@ -19,6 +19,7 @@ from typing import Any, Final, Protocol
 
 from tensorfusion.adapters.kube.events import InvolvedObject
 from tensorfusion.alerting.event_sink import EventSink, LogEventSink
+from tensorfusion.domain.object_views import name_of
 
 __all__ = [
     "ClusterCache",
@@ -51,9 +52,9 @@ class ClusterCache(Protocol):
 
 def cluster_target(cache: ClusterCache, name: str | None = None) -> InvolvedObject | None:
     """The TensorFusionCluster named `name`, or the oldest one (then by name); None if none."""
-    clusters = [obj for obj in cache.list() if (obj.get("metadata") or {}).get("name")]
+    clusters = [obj for obj in cache.list() if name_of(obj)]
     if name is not None:
-        clusters = [obj for obj in clusters if obj["metadata"]["name"] == name]
+        clusters = [obj for obj in clusters if name_of(obj) == name]
     if not clusters:
         return None
 

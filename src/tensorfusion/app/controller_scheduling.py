@@ -23,6 +23,7 @@ from tensorfusion.adapters.kube.pod_binding import LightkubePodBinding
 from tensorfusion.api_server.serving import serve
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.native_state import NativeState
+from tensorfusion.domain.object_views import name_of, namespace_of, uid_of
 from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import SchedulerSettings
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
@@ -56,10 +57,8 @@ class PodEventRecorder:
         reason: str,
         message: str,
     ) -> None:
-        metadata = pod.get("metadata") or {}
         involved = InvolvedObject(
-            kind="Pod", name=str(metadata.get("name") or ""),
-            namespace=str(metadata.get("namespace") or ""), uid=str(metadata.get("uid") or ""),
+            kind="Pod", name=name_of(pod), namespace=namespace_of(pod), uid=uid_of(pod),
             api_version="v1",
         )  # fmt: skip
         await self.recorder.record(involved, type_, reason, message)

@@ -48,6 +48,7 @@ from tensorfusion.domain.model import (
     SchedulingConfigTemplate,
     load_as,
 )
+from tensorfusion.domain.object_views import is_deleting, name_of, namespace_of, uid_of
 from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.domain.vocabulary import IsolationPolicy
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
@@ -280,7 +281,7 @@ class AllocatorState:
         if allocator is None:
             return
         pod = event.obj
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        uid = uid_of(pod)
         if event.kind is EventKind.DELETED:
             allocator.release(uid)
             return
@@ -296,8 +297,7 @@ class AllocatorState:
 
     def _restore(self, pod: Mapping[str, Any]) -> None:
         assert self.allocator is not None
-        metadata = pod.get("metadata") or {}
-        key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+        key = f"{namespace_of(pod)}/{name_of(pod)}"
         try:
             request = request_from_pod(pod)
         except AnnotationError as error:
@@ -323,7 +323,7 @@ def _ended(pod: Mapping[str, Any]) -> bool:
     """Finished or being deleted: its GPUs are released (its finalizer is removed after)."""
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return True
-    return (pod.get("metadata") or {}).get("deletionTimestamp") is not None
+    return is_deleting(pod)
 
 
 @dataclass(slots=True)

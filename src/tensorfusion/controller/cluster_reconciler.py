@@ -14,19 +14,14 @@ from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.desired_state.clusters import cluster_status
-from tensorfusion.domain.desired_state.objects import (
-    Obj,
-    is_deleting,
-    merge_patch,
-    name_of,
-    status_of,
-)
+from tensorfusion.domain.desired_state.objects import merge_patch
 from tensorfusion.domain.desired_state.pools import (
     desired_pools,
     pool_owner_cluster,
     pool_update,
     pools_to_delete,
 )
+from tensorfusion.domain.object_views import Obj, is_deleting, name_of, status_of
 from tensorfusion.runtime.informer_store import InformerEvent
 
 __all__ = ["ClusterReconciler"]

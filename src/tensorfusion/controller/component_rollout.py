@@ -37,16 +37,7 @@ from tensorfusion.domain.annotations import (
 )
 from tensorfusion.domain.desired_state.gpu_nodes import AgentReadinessMode, agent_readiness
 from tensorfusion.domain.desired_state.hypervisor_pods import hypervisor_pod_name
-from tensorfusion.domain.desired_state.objects import (
-    Obj,
-    controller_of,
-    is_deleting,
-    labels_of,
-    metadata_of,
-    name_of,
-    parse_time,
-    status_of,
-)
+from tensorfusion.domain.desired_state.objects import parse_time
 from tensorfusion.domain.desired_state.pools import replace_conditions
 from tensorfusion.domain.desired_state.rollout import (
     NodeRollout,
@@ -65,6 +56,15 @@ from tensorfusion.domain.desired_state.rollout_status import (
     rollout_record,
 )
 from tensorfusion.domain.model import Condition, GPUPool
+from tensorfusion.domain.object_views import (
+    Obj,
+    controller_of,
+    is_deleting,
+    labels_of,
+    metadata_of,
+    name_of,
+    status_of,
+)
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
 __all__ = ["ComponentRollout"]

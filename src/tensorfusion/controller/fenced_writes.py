@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
-from tensorfusion.domain.desired_state.objects import Obj, metadata_of
+from tensorfusion.domain.object_views import Obj, metadata_of, resource_version_of
 from tensorfusion.runtime.fence import Fence, fenced_call
 from tensorfusion.runtime.leader_election import NotLeaderError
 
@@ -157,7 +157,7 @@ class FencedWriter:
             patch = build(current)
             if not patch:
                 return current
-            version = metadata_of(current).get("resourceVersion")
+            version = resource_version_of(current)
             body = dict(patch)
             if version:
                 body["metadata"] = {**dict(body.get("metadata") or {}), "resourceVersion": version}

@@ -36,12 +36,12 @@ from tensorfusion.domain.desired_state.node_selection import (
     parse_label_query,
     pool_for_node,
 )
-from tensorfusion.domain.desired_state.objects import (
+from tensorfusion.domain.desired_state.objects import merge_patch
+from tensorfusion.domain.object_views import (
     Obj,
     annotations_of,
     is_deleting,
     labels_of,
-    merge_patch,
     metadata_of,
     name_of,
     status_of,

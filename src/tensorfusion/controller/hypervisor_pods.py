@@ -37,7 +37,7 @@ from tensorfusion.domain.desired_state.hypervisor_pods import (
     render_hypervisor_pod,
     scheduling_config_json,
 )
-from tensorfusion.domain.desired_state.objects import (
+from tensorfusion.domain.object_views import (
     Obj,
     controller_of,
     is_deleting,

@@ -34,6 +34,7 @@ from tensorfusion.domain.metrics.recorders import (
     snapshot_rows,
 )
 from tensorfusion.domain.metrics.rows import MetricRow
+from tensorfusion.domain.object_views import labels_of, name_of, status_of, uid_of
 
 __all__ = [
     "COUNTER_COLUMNS",
@@ -180,11 +181,10 @@ class ClusterRecorder:
     ) -> list[WorkerFigures]:
         workers: list[WorkerFigures] = []
         for pod in self._pods.list():
-            metadata = pod.get("metadata") or {}
-            record = allocator.records.get(str(metadata.get("uid") or ""))
+            record = allocator.records.get(uid_of(pod))
             if record is None:
                 continue
-            labels = metadata.get("labels") or {}
+            labels = labels_of(pod)
             figures = worker_figures(
                 allocator, record, ready=pod_ready(pod), workload=str(labels.get(KEYS.workload, ""))
             )
@@ -213,10 +213,10 @@ class ClusterRecorder:
 def _phases(objects: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     phases: dict[str, str] = {}
     for obj in objects:
-        name = (obj.get("metadata") or {}).get("name")
-        phase = (obj.get("status") or {}).get("phase")
+        name = name_of(obj)
+        phase = status_of(obj).get("phase")
         if name and phase:
-            phases[str(name)] = str(phase)
+            phases[name] = str(phase)
     return phases
 
 

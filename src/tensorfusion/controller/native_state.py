@@ -10,6 +10,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from tensorfusion.domain.object_views import uid_of
 from tensorfusion.domain.scheduling.native import NativeInputError, NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
@@ -38,7 +39,7 @@ class NativeState:
     def on_pod(self, event: InformerEvent) -> None:
         """A pod changed: it counts on its node while bound and not finished."""
         pod = event.obj
-        uid = str((pod.get("metadata") or {}).get("uid") or event.key)
+        uid = uid_of(pod) or str(event.key)
         node = (pod.get("spec") or {}).get("nodeName")
         if event.kind is EventKind.DELETED or not node or _finished(pod):
             self.cluster.forget_pod(uid)

@@ -22,7 +22,7 @@ from tensorfusion.domain.allocator.progressive_migration import (
     wants_progressive_taint,
 )
 from tensorfusion.domain.annotations import KEYS, Keys
-from tensorfusion.domain.desired_state.objects import Obj
+from tensorfusion.domain.object_views import Obj
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
 __all__ = ["ProgressiveTaintReconciler"]

@@ -28,7 +28,7 @@ from tensorfusion.domain.admission.replica_gate import decremented_count
 from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
 from tensorfusion.domain.allocator.recovery import worker_gpu_ids
 from tensorfusion.domain.annotations import KEYS, Keys
-from tensorfusion.domain.desired_state.objects import Obj, is_deleting, metadata_of, uid_of
+from tensorfusion.domain.object_views import Obj, is_deleting, metadata_of, uid_of
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
 
 __all__ = ["SWEEP_INTERVAL_S", "PodReleaser"]

@@ -28,9 +28,9 @@ from tensorfusion.domain.admission.replica_gate import (
     read_count,
     recount,
 )
-from tensorfusion.domain.admission.workload_identity import controller_ref, owner_group
+from tensorfusion.domain.admission.workload_identity import owner_group
 from tensorfusion.domain.annotations import KEYS, Keys
-from tensorfusion.domain.desired_state.objects import Obj, is_deleting, metadata_of
+from tensorfusion.domain.object_views import Obj, controller_of, is_deleting, metadata_of
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
 __all__ = ["RECOUNT_INTERVAL_S", "RECOUNT_SETTLE_S", "CounterSlot", "ReplicaRecount", "counter_of"]
@@ -57,7 +57,7 @@ def counter_of(pod: Mapping[str, Any], keys: Keys = KEYS) -> CounterSlot | None:
     """The counter a pod was counted on (None: not counted, or an owner kind never counted)."""
     metadata = metadata_of(pod)
     key = (metadata.get("annotations") or {}).get(keys.pod_counter_key)
-    owner = controller_ref(pod)
+    owner = controller_of(pod)
     if not key or owner is None:
         return None
     kind = str(owner.get("kind") or "")

@@ -26,6 +26,7 @@ from lightkube.types import PatchType
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.adapters.tsdb.store import StoreError, StoreUnavailableError
+from tensorfusion.domain.object_views import generation_of, metadata_of, name_of
 
 __all__ = [
     "CONDITION_TYPE",
@@ -143,11 +144,11 @@ class ClusterConditionWriter:
         """
         patched = 0
         for obj in self._clusters.list():
-            name = (obj.get("metadata") or {}).get("name")
+            name = name_of(obj)
             if not name or condition.same_as(_condition_of(obj, self.condition_type)):
                 continue
             try:
-                if await self._patch(str(name), condition):
+                if await self._patch(name, condition):
                     patched += 1
             except _FencedError as error:
                 _log.info("%s not written: %s", self.condition_type, error)
@@ -214,7 +215,7 @@ class ClusterConditionWriter:
         }
         if transition:
             written["lastTransitionTime"] = transition
-        generation = (obj.get("metadata") or {}).get("generation")
+        generation = generation_of(obj)
         if generation is not None:
             written["observedGeneration"] = generation
         conditions = [
@@ -224,9 +225,8 @@ class ClusterConditionWriter:
         ]
         if current is None:
             conditions.append(written)
-        metadata = obj.get("metadata") or {}
         return {
-            "metadata": {"resourceVersion": metadata.get("resourceVersion")},
+            "metadata": {"resourceVersion": metadata_of(obj).get("resourceVersion")},
             "status": {"conditions": conditions},
         }
 

@@ -20,9 +20,8 @@ from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.admission.workload import WORKLOAD_KIND, collectable, pod_as_owner
-from tensorfusion.domain.admission.workload_identity import controller_ref
 from tensorfusion.domain.annotations import KEYS, Keys
-from tensorfusion.domain.desired_state.objects import Obj, is_deleting, metadata_of, uid_of
+from tensorfusion.domain.object_views import Obj, controller_of, is_deleting, metadata_of, uid_of
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
 
 __all__ = ["COLLECTED", "COLLECT_AFTER_S", "WorkloadLifecycle"]
@@ -105,7 +104,7 @@ class WorkloadLifecycle:
             refs = list(metadata_of(current).get("ownerReferences") or ())
             if any(ref.get("uid") == owner["uid"] for ref in refs):
                 return None
-            controller = controller_ref(current)
+            controller = controller_of(current)
             if controller is not None:
                 _log.warning("workload %s/%s is already controlled by %s %s; pod %s not made its "
                              "owner", key.namespace, name, controller.get("kind"),

@@ -35,6 +35,13 @@ from tensorfusion.domain.annotations import (
     Keys,
     pod_index_from_containers,
 )
+from tensorfusion.domain.object_views import (
+    annotations_of,
+    labels_of,
+    name_of,
+    namespace_of,
+    uid_of,
+)
 from tensorfusion.domain.vocabulary import IsolationMode, QoSLevel, TopologyMode, TopologySource
 
 __all__ = ["request_from_pod"]
@@ -58,8 +65,7 @@ def _container_gpu_count(text: str) -> tuple[tuple[str, int], ...]:
 
 def request_from_pod(pod: Mapping[str, Any], keys: Keys = KEYS) -> AllocationRequest:
     """The allocation request of a worker pod; raises `AnnotationError` on bad annotations."""
-    metadata = pod.get("metadata") or {}
-    annotations: Mapping[str, Any] = metadata.get("annotations") or {}
+    annotations = annotations_of(pod)
     problems: list[Problem] = []
 
     def take(key: str, parser: Callable[[str], T]) -> T | None:
@@ -131,13 +137,12 @@ def request_from_pod(pod: Mapping[str, Any], keys: Keys = KEYS) -> AllocationReq
         pod_index = None
     if problems:
         raise AnnotationError(problems)
-    labels = metadata.get("labels") or {}
     return AllocationRequest(
         pool=pool.strip(),
-        namespace=str(metadata.get("namespace") or "default"),
-        pod_name=str(metadata.get("name") or ""),
-        pod_uid=str(metadata.get("uid") or ""),
-        workload=str(labels.get(keys.workload) or ""),
+        namespace=namespace_of(pod) or "default",
+        pod_name=name_of(pod),
+        pod_uid=uid_of(pod),
+        workload=str(labels_of(pod).get(keys.workload) or ""),
         count=count,
         isolation=isolation or IsolationMode.SOFT,
         qos=qos or QoSLevel.MEDIUM,

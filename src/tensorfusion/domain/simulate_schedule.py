@@ -14,6 +14,7 @@ from typing import Any
 from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
+from tensorfusion.domain.object_views import name_of, namespace_of, uid_of
 from tensorfusion.domain.scheduling.decision import ScoreWeights, explain
 from tensorfusion.domain.scheduling.native import NativeInputError
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
@@ -37,10 +38,9 @@ class _Identity:
 
 
 def _identity(pod: Mapping[str, Any]) -> _Identity:
-    metadata = pod.get("metadata") or {}
-    name = str(metadata.get("name") or "pod")
-    namespace = str(metadata.get("namespace") or "default")
-    uid = str(metadata.get("uid") or f"simulate-{namespace}-{name}")
+    name = name_of(pod) or "pod"
+    namespace = namespace_of(pod) or "default"
+    uid = uid_of(pod) or f"simulate-{namespace}-{name}"
     return _Identity(name, namespace, uid)
 
 

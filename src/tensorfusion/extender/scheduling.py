@@ -33,6 +33,7 @@ from tensorfusion.domain.allocator.progressive_migration import SCHEDULE_WITH_NA
 from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.annotation_errors import AnnotationError
 from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.object_views import name_of, uid_of
 from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.domain.scheduling.binding import (
     GPU_DEVICE_ALLOCATED_FAILED,
@@ -397,7 +398,7 @@ class Extender:
             await fenced_call(self._fence, lambda _left: self._events.pod_event(
                 pod, type_, event.reason, event.message))  # fmt: skip
         except (NotLeaderError, TimeoutError) as error:
-            name = (pod.get("metadata") or {}).get("name")
+            name = name_of(pod)
             why = error or "the fence closed"
             _log.info("event %s on pod %s not recorded: %s", event.reason, name, why)
 
@@ -445,4 +446,4 @@ class _CompiledPod:
 
 
 def _uid(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("uid") or "")
+    return uid_of(pod)

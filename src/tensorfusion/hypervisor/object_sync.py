@@ -31,6 +31,7 @@ from tensorfusion.domain.devices.gpu_objects import (
     vanished_patch,
 )
 from tensorfusion.domain.devices.inventory import DeviceInfo, Inventory
+from tensorfusion.domain.object_views import name_of, uid_of
 
 __all__ = [
     "ATTEMPTS",
@@ -77,7 +78,7 @@ def managed_gpus_of(client: AsyncClient) -> ManagedGPUs:
         if response.status_code >= 300:
             raise KubeError(response.status_code, response.text)
         items = orjson.loads(response.content).get("items") or []
-        return {str(item["metadata"]["name"]): item for item in items}
+        return {name_of(item): item for item in items}
 
     return managed
 
@@ -133,7 +134,7 @@ class GPUObjectSync:
                 f"GPUNode {self._node} does not exist yet (the controller creates it for the "
                 "nodes its pools select)"
             )
-        uid = str((gpu_node.get("metadata") or {}).get("uid") or "")
+        uid = uid_of(gpu_node)
         self._node_phase = (gpu_node.get("status") or {}).get("phase")
         return AgentIdentity(node=self._node, pool=self._pool, gpu_node_uid=uid,
                              isolation_policy=self._policy, isolation_mode=self._mode)  # fmt: skip
@@ -207,7 +208,7 @@ class GPUObjectSync:
             "GPU", name, {"status": status}, status=True))  # fmt: skip
         if facts.unknown and name not in self._warned:
             self._warned.add(name)
-            uid = str(((current or {}).get("metadata") or {}).get("uid") or "")
+            uid = uid_of(current)
             _log.warning("GPU %s: %s", name, facts.unknown)
             await self._events.record(
                 InvolvedObject("GPU", name, "", uid, "tensor-fusion.ai/v1"), "Warning",

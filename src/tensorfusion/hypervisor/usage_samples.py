@@ -20,6 +20,7 @@ from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceSample, LimiterCounters
 from tensorfusion.domain.metrics.extra_tags import extra_tags
 from tensorfusion.domain.metrics.recorders import GPUUsageSample, WorkerUsageSample
+from tensorfusion.domain.object_views import annotations_of, labels_of, name_of, namespace_of
 
 __all__ = ["NodeFigures", "Worker", "usage_samples", "workers_of"]
 
@@ -73,8 +74,7 @@ def workers_of(
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        metadata = pod.get("metadata") or {}
-        annotations = metadata.get("annotations") or {}
+        annotations = annotations_of(pod)
         gpus = tuple(
             name.strip().lower()
             for name in str(annotations.get(keys.gpu_ids) or "").split(",")
@@ -82,11 +82,11 @@ def workers_of(
         )
         if not gpus:
             continue
-        labels = metadata.get("labels") or {}
+        labels = labels_of(pod)
         found.append(
             Worker(
-                pod=str(metadata.get("name") or ""),
-                namespace=str(metadata.get("namespace") or ""),
+                pod=name_of(pod),
+                namespace=namespace_of(pod),
                 pool=str(annotations.get(keys.gpupool) or default_pool),
                 workload=str(labels.get(keys.workload) or UNKNOWN_WORKLOAD),
                 gpus=gpus,

@@ -28,6 +28,7 @@ from tensorfusion.domain.devices.worker_allocation import (
     WorkerAllocationError,
     allocate_worker,
 )
+from tensorfusion.domain.object_views import name_of, namespace_of, uid_of
 from tensorfusion.hypervisor.object_sync import ManagedGPUs
 
 __all__ = ["AMBIGUOUS_INDEX", "COMMIT_WAIT_S", "UNCOMMITTED", "WorkerDevices"]
@@ -69,7 +70,7 @@ class WorkerDevices:
         if len(rivals) > 1:
             await self._refuse(pod, AMBIGUOUS_INDEX, f"pods {', '.join(rivals)} carry the same "
                                f"index ({resource}={len(device_ids)}); refused all")  # fmt: skip
-        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        uid = uid_of(pod)
         missing = await self._wait_committed(uid, found.gpus)
         if missing:
             await self._refuse(pod, UNCOMMITTED, f"GPUs {', '.join(missing)} do not list pod "
@@ -92,10 +93,7 @@ class WorkerDevices:
             await self.sleep(self.poll_s)
 
     async def _refuse(self, pod: Mapping[str, Any], reason: str, message: str) -> None:
-        metadata = pod.get("metadata") or {}
-        involved = InvolvedObject("Pod", str(metadata.get("name") or ""),
-                                  str(metadata.get("namespace") or ""),
-                                  str(metadata.get("uid") or ""), "v1")  # fmt: skip
+        involved = InvolvedObject("Pod", name_of(pod), namespace_of(pod), uid_of(pod), "v1")
         _log.warning("Allocate refused for pod %s/%s: %s", involved.namespace, involved.name,
                      message)  # fmt: skip
         self.refusals[reason] = self.refusals.get(reason, 0) + 1
@@ -105,7 +103,6 @@ class WorkerDevices:
 
 def _find(pods: Sequence[Mapping[str, Any]], found: WorkerAllocation) -> Mapping[str, Any]:
     for pod in pods:
-        metadata = pod.get("metadata") or {}
-        if metadata.get("namespace") == found.namespace and metadata.get("name") == found.pod:
+        if namespace_of(pod) == found.namespace and name_of(pod) == found.pod:
             return pod
     return {"metadata": {"namespace": found.namespace, "name": found.pod}}

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tensorfusion.domain.bounded_documents import annotations_size_problem
 from tensorfusion.domain.durations import DurationError, parse_go_duration
+from tensorfusion.domain.object_views import namespace_of
 from tensorfusion.domain.scheduling.native.pod_shape import pod_shape_problem
 from tensorfusion.sim.input_errors import load_model
 from tensorfusion.sim.input_limits import MAX_TRACE_PODS, WORKLOAD_FILE_LIMITS, too_many
@@ -86,7 +87,7 @@ class TraceEntry(BaseModel):
     @property
     def namespace(self) -> str:
         """The pods' namespace (`default` when the manifest has none)."""
-        return str((self.pod.get("metadata") or {}).get("namespace") or "default")
+        return namespace_of(self.pod) or "default"
 
 
 class WorkloadFile(BaseModel):

@@ -104,6 +104,13 @@ def test_only_owned_pools_of_removed_entries_are_deleted() -> None:
     assert pools_to_delete(cluster(), pools) == ["tf-old", "tf-shared"]
 
 
+def test_no_pool_is_deleted_while_an_entry_does_not_read() -> None:
+    pools = [stored(body) for body in desired_pools(cluster(entry("shared"), entry("old")))]
+    unreadable = cluster(entry("shared"), {"name": "old", "specTemplate": "not a map"})
+    assert [b["metadata"]["name"] for b in desired_pools(unreadable)] == ["tf-shared"]
+    assert pools_to_delete(unreadable, pools) == []
+
+
 def gpu_node(name: str, phase: str) -> dict[str, Any]:
     return {"metadata": {"name": name}, "status": {"phase": phase}}
 

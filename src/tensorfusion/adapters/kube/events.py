@@ -19,6 +19,7 @@ from lightkube import AsyncClient
 from lightkube.models.core_v1 import ObjectReference
 
 from tensorfusion.adapters.kube.client import raw_http
+from tensorfusion.domain.object_views import name_of
 
 __all__ = ["EventRecorder", "EventSink", "InvolvedObject"]
 
@@ -131,7 +132,7 @@ class EventRecorder:
             "source": {"component": self._component}, "reportingComponent": self._component,
         }  # fmt: skip
         created = await self._send("POST", f"/api/v1/namespaces/{namespace}/events", event)
-        name = str((created.get("metadata") or {}).get("name") or "")
+        name = name_of(created)
         return _Written(name, namespace, 1, now, now)
 
     async def _bump(self, written: _Written, now: datetime) -> None:

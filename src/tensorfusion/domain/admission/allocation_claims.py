@@ -12,6 +12,7 @@ from typing import Any
 
 from tensorfusion.domain.annotation_errors import Code, Problem, invalid_value
 from tensorfusion.domain.annotations import Keys
+from tensorfusion.domain.object_views import annotations_of
 
 __all__ = ["allocation_annotation_keys", "allocation_claims"]
 
@@ -26,9 +27,7 @@ def allocation_annotation_keys(keys: Keys) -> tuple[str, ...]:
 
 def allocation_claims(pod: Mapping[str, Any], keys: Keys) -> list[Problem]:
     """One Forbidden problem per allocation annotation the pod carries."""
-    annotations = (pod.get("metadata") or {}).get("annotations")
-    if not isinstance(annotations, Mapping):
-        return []
+    annotations = annotations_of(pod)
     return [
         invalid_value(key, str(annotations[key]), _RULE, code=Code.FORBIDDEN)
         for key in allocation_annotation_keys(keys)

@@ -20,6 +20,7 @@ from tensorfusion.domain.admission.label_selector import (
 )
 from tensorfusion.domain.model import LabelSelector
 from tensorfusion.domain.model.errors import describe_value
+from tensorfusion.domain.object_views import labels_of
 
 __all__ = [
     "RULE_FIELDS",
@@ -219,5 +220,5 @@ def auto_migration_selects(
     namespace_labels: Mapping[str, str] | None,
 ) -> tuple[bool, tuple[str, ...]]:
     """`config.selects` for a pod: whether auto-migration converts it, and any warning."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    labels = labels_of(pod)
     return config.selects(labels, namespace, namespace_labels)

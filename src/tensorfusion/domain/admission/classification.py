@@ -13,6 +13,7 @@ from tensorfusion.domain.admission.auto_migration import (
 )
 from tensorfusion.domain.annotations import Keys
 from tensorfusion.domain.native_resources import has_native_gpus
+from tensorfusion.domain.object_views import labels_of
 
 __all__ = ["Classification", "Route", "classify", "with_progressive_scheduler"]
 
@@ -48,7 +49,7 @@ def classify(
     keys: Keys,
 ) -> Classification:
     """Steps 1-5 of §3."""
-    label = ((pod.get("metadata") or {}).get("labels") or {}).get(keys.enabled)
+    label = labels_of(pod).get(keys.enabled)
     native = has_native_gpus(pod, native_resources)
     if label == "true":
         return Classification(Route.TF, native)

@@ -20,6 +20,7 @@ from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.annotation_errors import AnnotationError
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.model import GPU, GPUPool, GPUResourceQuota
+from tensorfusion.domain.object_views import labels_of, name_of, namespace_of
 from tensorfusion.domain.pod_request import request_from_pod
 
 __all__ = [
@@ -41,11 +42,10 @@ class NotAGPUWorkerError(PreparationError):
 
 def not_a_gpu_worker(pod: Mapping[str, Any]) -> str | None:
     """Why admission would not act on the pod (`NotAGPUWorker`), or None when it would."""
-    metadata = pod.get("metadata") or {}
-    labels = metadata.get("labels") or {}
+    labels = labels_of(pod)
     if labels.get(KEYS.component) == "worker" or labels.get(KEYS.enabled) == "true":
         return None
-    who = f"{metadata.get('namespace') or 'default'}/{metadata.get('name') or 'pod'}"
+    who = f"{namespace_of(pod) or 'default'}/{name_of(pod) or 'pod'}"
     return (
         f"pod {who} is not a GPU worker (NotAGPUWorker): it has neither "
         f'label {KEYS.enabled}: "true" nor {KEYS.component}: worker'

@@ -14,7 +14,6 @@ from tensorfusion.domain.admission.auto_migration import AutoMigrationConfig
 from tensorfusion.domain.admission.replica_gate import COUNTED_OWNER_KINDS
 from tensorfusion.domain.admission.workload_identity import (
     OwnerKey,
-    controller_ref,
     intermediate_owner,
     owner_group,
 )
@@ -22,6 +21,7 @@ from tensorfusion.domain.annotation_errors import Problem
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.model import GPU, GPUPool, GPUResourceQuota, WorkloadProfile
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES, has_native_gpus
+from tensorfusion.domain.object_views import annotations_of, controller_of, labels_of
 
 __all__ = ["AUTO_MIGRATION_OFF", "AdmissionFacts", "FactNeeds", "InvalidObject", "facts_needed"]
 
@@ -135,10 +135,8 @@ def facts_needed(
     keys: Keys = KEYS,
 ) -> FactNeeds:
     """The facts `admit` will read for this pod, so the shell never fetches blindly."""
-    metadata = pod.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    annotations = metadata.get("annotations") or {}
-    label = labels.get(keys.enabled)
+    label = labels_of(pod).get(keys.enabled)
+    annotations = annotations_of(pod)
     namespace_labels = False
     if label != "true":
         if label == "false" or not auto_migration.enable:
@@ -149,7 +147,7 @@ def facts_needed(
     if annotations.get(keys.enabled_replicas, "").strip() == "0":
         return FactNeeds(namespace_labels=namespace_labels)
     owners: tuple[Mapping[str, Any], ...] = ()
-    controller = controller_ref(pod)
+    controller = controller_of(pod)
     if controller is not None and (
         intermediate_owner(controller)
         or (

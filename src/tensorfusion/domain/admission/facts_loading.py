@@ -26,6 +26,7 @@ from tensorfusion.domain.model import (
     load_as,
 )
 from tensorfusion.domain.model.errors import FieldIssue, describe_value
+from tensorfusion.domain.object_views import annotations_of, name_of
 
 __all__ = ["load_facts", "read_object", "read_profile_object"]
 
@@ -60,9 +61,7 @@ def _field_problem(where: str, issue: FieldIssue, about: str) -> Problem:
 
 
 def _subject(kind: str, raw: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = raw.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    name = name if isinstance(name, str) else ""
+    name = name_of(raw)
     return name, f'{kind} "{name}"' if name else f"{kind} <unnamed>"
 
 
@@ -70,13 +69,7 @@ def _invalid(kind: str, raw: Mapping[str, Any], issues: Iterable[FieldIssue]) ->
     name, where = _subject(kind, raw)
     about = _ABOUT.get(kind, "")
     problems = tuple(_field_problem(where, issue, about) for issue in issues)
-    metadata = raw.get("metadata")
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    default_pool = (
-        kind == "GPUPool"
-        and isinstance(annotations, Mapping)
-        and annotations.get(KEYS.is_default_pool) == "true"
-    )
+    default_pool = kind == "GPUPool" and annotations_of(raw).get(KEYS.is_default_pool) == "true"
     status = raw.get("status")
     model = status.get("gpuModel") if isinstance(status, Mapping) else None
     return InvalidObject(

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from tensorfusion.domain.model import GPUPool, to_wire
+from tensorfusion.domain.object_views import annotations_of, labels_of
 
 __all__ = [
     "NAME_SUFFIX_ALPHABET",
@@ -43,11 +44,10 @@ def client_config_hash(pool: GPUPool | None) -> str:
 
 def pod_template_hash(pod: Mapping[str, Any]) -> str:
     """Hash of a pod's template: its labels, annotations and spec (enabled-replicas counter)."""
-    metadata = pod.get("metadata") or {}
     return stable_hash(
         {
-            "labels": metadata.get("labels") or {},
-            "annotations": metadata.get("annotations") or {},
+            "labels": labels_of(pod),
+            "annotations": annotations_of(pod),
             "spec": pod.get("spec") or {},
         }
     )

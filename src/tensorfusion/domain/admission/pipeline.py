@@ -45,6 +45,7 @@ from tensorfusion.domain.native_resources import (
     inspect_native_gpus,
     native_injection_problems,
 )
+from tensorfusion.domain.object_views import annotations_of, labels_of, namespace_of
 from tensorfusion.domain.vocabulary import IsolationMode
 
 __all__ = ["PendingMutation", "admit", "decide"]
@@ -101,7 +102,7 @@ def decide(pod: Mapping[str, Any], facts: AdmissionFacts) -> AdmissionDecision |
     claims = allocation_claims(pod, keys)
     if claims:  # on every route: no pod brings its own GPUs (allocation_claims.py)
         return _deny(claims, list(facts.warnings), facts)
-    namespace = str((pod.get("metadata") or {}).get("namespace") or facts.namespace)
+    namespace = namespace_of(pod) or facts.namespace
     classification = classify(
         pod,
         namespace=namespace,
@@ -172,7 +173,7 @@ def _deny(problems: list[Problem], warnings: list[str], facts: AdmissionFacts) -
 def _with_migration_isolation(pod: Mapping[str, Any], facts: AdmissionFacts) -> Mapping[str, Any]:
     """§3 step 3: `isolation=shared` unless the pod sets `isolation`."""
     keys = facts.keys
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    annotations = annotations_of(pod)
     if keys.isolation in annotations:
         return pod
     working: dict[str, Any] = json_copy(pod)
@@ -309,7 +310,7 @@ def _tf_pipeline(
         return _not_treated(pod, has_native, warnings, facts)
 
     # Step 15: QoS and the mutated pod; the workload to write (§12).
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    labels = labels_of(pod)
     resolved = ResolvedWorkload(
         name=identity.name,
         namespace=namespace,

@@ -14,12 +14,12 @@ from typing import Any, Final
 from tensorfusion.domain.admission.hashing import pod_template_hash
 from tensorfusion.domain.admission.workload_identity import (
     OwnerKey,
-    controller_ref,
     owner_group,
     owner_key,
 )
 from tensorfusion.domain.annotation_errors import Code, Problem, problem
 from tensorfusion.domain.annotations import Keys
+from tensorfusion.domain.object_views import annotations_of, controller_of, labels_of
 
 __all__ = [
     "COUNTED_OWNER_KINDS",
@@ -72,17 +72,16 @@ class GateDecision:
 
 def counter_key(pod: Mapping[str, Any], keys: Keys) -> str:
     """Existing `pod-counter-key`, else `tf-counter-<pod-template-hash>`, else a template hash."""
-    metadata = pod.get("metadata") or {}
-    existing = (metadata.get("annotations") or {}).get(keys.pod_counter_key)
+    existing = annotations_of(pod).get(keys.pod_counter_key)
     if existing:
         return str(existing)
-    template_hash = (metadata.get("labels") or {}).get(_NATIVE_TEMPLATE_HASH)
+    template_hash = labels_of(pod).get(_NATIVE_TEMPLATE_HASH)
     return keys.tf_counter(str(template_hash) if template_hash else pod_template_hash(pod))
 
 
 def read_count(owner: Mapping[str, Any], key: str) -> tuple[int, bool]:
     """(count, corrupt): the owner annotation as a decimal integer; missing = 0, corrupt = 0."""
-    value = ((owner.get("metadata") or {}).get("annotations") or {}).get(key)
+    value = annotations_of(owner).get(key)
     if value is None:
         return 0, False
     text = str(value).strip()
@@ -114,7 +113,7 @@ def evaluate_gate(
         return GateDecision()
     if limit == 0:
         return GateDecision(tf_treatment=False)
-    controller = controller_ref(pod)
+    controller = controller_of(pod)
     if controller is None or (owner_group(controller), controller.get("kind")) not in (
         COUNTED_OWNER_KINDS
     ):

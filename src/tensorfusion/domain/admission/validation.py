@@ -26,6 +26,7 @@ from tensorfusion.domain.annotation_values import (
     parse_vram_bytes,
 )
 from tensorfusion.domain.annotations import DISABLE_FEATURES, INDEX_MAX, INDEX_MIN, Keys
+from tensorfusion.domain.object_views import annotations_of, labels_of
 from tensorfusion.domain.vocabulary import IsolationMode, QoSLevel, TopologySource
 
 __all__ = [
@@ -125,9 +126,8 @@ def validate_annotations(
     pod: Mapping[str, Any], keys: Keys
 ) -> tuple[ParsedAnnotations, list[Problem], list[str]]:
     """Parse every TF annotation present; return the values, the problems and the warnings."""
-    metadata = pod.get("metadata") or {}
-    annotations: Mapping[str, str] = metadata.get("annotations") or {}
-    labels: Mapping[str, str] = metadata.get("labels") or {}
+    annotations = annotations_of(pod)
+    labels = labels_of(pod)
     warnings: list[str] = []
     c = _Collector(annotations)
     c.take("enabled_replicas", keys.enabled_replicas, lambda t: parse_int(t, 0))

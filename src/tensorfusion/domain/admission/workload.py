@@ -10,6 +10,7 @@ from typing import Any
 from tensorfusion.domain.admission.resolved import ResolvedWorkload
 from tensorfusion.domain.annotations import WORKLOAD_MODE_DYNAMIC, Keys
 from tensorfusion.domain.json_patch import json_copy, json_equal
+from tensorfusion.domain.object_views import annotations_of, deletion_timestamp_of, metadata_of
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
 
 __all__ = [
@@ -140,7 +141,7 @@ class WorkloadWrite:
 def pod_as_owner(pod: Mapping[str, Any]) -> dict[str, Any]:
     """The ownerReference that makes `pod` the controller of its workload (§12: the workload
     of a pod without a controller lives and dies with that pod)."""
-    metadata = pod.get("metadata") or {}
+    metadata = metadata_of(pod)
     return {"apiVersion": "v1", "kind": "Pod", "name": metadata.get("name"),
             "uid": metadata.get("uid"), "controller": True}  # fmt: skip
 
@@ -148,6 +149,5 @@ def pod_as_owner(pod: Mapping[str, Any]) -> dict[str, Any]:
 def collectable(workload: Mapping[str, Any], pods: int, keys: Keys) -> bool:
     """Whether the workload is collected once it has had no pods long enough: a dynamic one
     (written by admission) without pods and not being deleted already."""
-    metadata = workload.get("metadata") or {}
-    dynamic = (metadata.get("annotations") or {}).get(keys.workload_mode) == WORKLOAD_MODE_DYNAMIC
-    return dynamic and pods == 0 and not metadata.get("deletionTimestamp")
+    dynamic = annotations_of(workload).get(keys.workload_mode) == WORKLOAD_MODE_DYNAMIC
+    return dynamic and pods == 0 and not deletion_timestamp_of(workload)

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tensorfusion.domain.admission.hashing import hashed_name_suffix
+from tensorfusion.domain.object_views import controller_of, labels_of, metadata_of, name_of
 
 __all__ = [
     "OwnerKey",
     "WorkloadIdentity",
-    "controller_ref",
     "intermediate_owner",
     "owner_group",
     "owner_key",
@@ -43,14 +43,6 @@ def owner_key(ref: Mapping[str, Any]) -> OwnerKey:
     return (str(ref.get("apiVersion", "")), str(ref.get("kind", "")), str(ref.get("name", "")))
 
 
-def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ownerRef with `controller: true`, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller") is True:
-            return ref  # type: ignore[no-any-return]
-    return None
-
-
 def intermediate_owner(ref: Mapping[str, Any]) -> bool:
     """True for a ReplicaSet or Job, whose own controller may be the workload."""
     return (owner_group(ref), str(ref.get("kind", ""))) in _INTERMEDIATE
@@ -71,22 +63,19 @@ def resolve_workload_identity(
     name_suffix: str | None,
 ) -> WorkloadIdentity:
     """Root controller name; else the pod name; else `<generateName>-<suffix>`."""
-    controller = controller_ref(pod)
+    controller = controller_of(pod)
     if controller is not None:
         root = controller
         if intermediate_owner(controller):
             owner = owners.get(owner_key(controller))
-            parent = controller_ref(owner) if owner else None
+            parent = controller_of(owner) if owner else None
             expected = _INTERMEDIATE[(owner_group(controller), str(controller.get("kind")))]
             if parent is not None and (owner_group(parent), parent.get("kind")) == expected:
                 root = parent
         return WorkloadIdentity(str(root.get("name", "")), controller, root)
-    metadata = pod.get("metadata") or {}
-    name = metadata.get("name")
+    name = name_of(pod)
     if name:
-        return WorkloadIdentity(str(name))
-    base = str(metadata.get("generateName") or "pod").rstrip("-") or "pod"
-    suffix = name_suffix or hashed_name_suffix(
-        base + repr(sorted((metadata.get("labels") or {}).items()))
-    )
+        return WorkloadIdentity(name)
+    base = str(metadata_of(pod).get("generateName") or "pod").rstrip("-") or "pod"
+    suffix = name_suffix or hashed_name_suffix(base + repr(sorted(labels_of(pod).items())))
     return WorkloadIdentity(f"{base}-{suffix}")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.object_views import annotations_of, uid_of
 
 __all__ = [
     "KEY_FIELD",
@@ -83,10 +84,9 @@ def seal_problem(
     `runningApps`), or when sealing is off (empty key)."""
     if not key:
         return None
-    metadata = pod.get("metadata") or {}
-    uid = str(metadata.get("uid") or "")
+    uid = uid_of(pod)
     node = str((pod.get("spec") or {}).get("nodeName") or "")
-    found = str((metadata.get("annotations") or {}).get(keys.allocation_seal) or "")
+    found = str(annotations_of(pod).get(keys.allocation_seal) or "")
     if uid and found and hmac.compare_digest(found, seal(key, uid=uid, node=node, gpus=gpus)):
         return None
     missing = [gpu for gpu in gpus if not uid or uid not in committed(gpu)]

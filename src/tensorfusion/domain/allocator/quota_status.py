@@ -25,6 +25,7 @@ from tensorfusion.domain.model.quota import (
 from tensorfusion.domain.model.quota import QuotaUsage as QuotaUsageModel
 from tensorfusion.domain.model.registry import load_as
 from tensorfusion.domain.model.resources import Resource
+from tensorfusion.domain.object_views import creation_timestamp_of, name_of, namespace_of
 from tensorfusion.domain.quantities import Quantity, format_bytes, format_milli
 
 __all__ = [
@@ -68,12 +69,7 @@ class QuotaReading:
 
 def read_quota(data: Mapping[str, Any]) -> QuotaReading:
     """Load a GPUResourceQuota object and check its spec; never raises for a bad spec."""
-    metadata = data.get("metadata") or {}
-    identity = (
-        str(metadata.get("namespace") or ""),
-        str(metadata.get("name") or ""),
-        str(metadata.get("creationTimestamp") or ""),
-    )
+    identity = (namespace_of(data), name_of(data), str(creation_timestamp_of(data) or ""))
     try:
         quota = load_as(GPUResourceQuota, data)
     except ModelError as error:

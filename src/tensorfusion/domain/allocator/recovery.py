@@ -36,6 +36,15 @@ from tensorfusion.domain.model.node import GPUNode
 from tensorfusion.domain.model.pool import GPUPool
 from tensorfusion.domain.model.quota import GPUResourceQuota
 from tensorfusion.domain.model.scheduling import SchedulingConfigTemplate
+from tensorfusion.domain.object_views import (
+    annotations_of,
+    creation_timestamp_of,
+    is_deleting,
+    labels_of,
+    metadata_of,
+    name_of,
+    namespace_of,
+)
 from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.domain.vocabulary import IsolationPolicy
 
@@ -94,8 +103,7 @@ class RecoveryReport:
 
 def worker_gpu_ids(pod: Mapping[str, Any], keys: Keys = KEYS) -> tuple[str, ...]:
     """The GPU names of a pod's `gpu-ids` annotation (empty when absent)."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    text = annotations.get(keys.gpu_ids) or ""
+    text = annotations_of(pod).get(keys.gpu_ids) or ""
     return tuple(name.strip() for name in str(text).split(",") if name.strip())
 
 
@@ -108,7 +116,7 @@ def bound_since(pod: Mapping[str, Any], default: float) -> float:
         for condition in status.get("conditions") or ()
         if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
     ]
-    stamps.append((pod.get("metadata") or {}).get("creationTimestamp"))
+    stamps.append(creation_timestamp_of(pod))
     for stamp in stamps:
         if isinstance(stamp, str):
             try:
@@ -121,21 +129,19 @@ def bound_since(pod: Mapping[str, Any], default: float) -> float:
 def is_live_worker(pod: Mapping[str, Any], keys: Keys = KEYS) -> bool:
     """A worker bound to a node, holding `gpu-ids`, not finished, and not a deleting pod whose
     finalizer is already gone (§12 recovery step 2)."""
-    metadata = pod.get("metadata") or {}
-    if (metadata.get("labels") or {}).get(keys.component) != "worker":
+    metadata = metadata_of(pod)
+    if labels_of(pod).get(keys.component) != "worker":
         return False
     if not (pod.get("spec") or {}).get("nodeName") or not worker_gpu_ids(pod, keys):
         return False
     if (pod.get("status") or {}).get("phase") in _FINISHED:
         return False
-    deleting = metadata.get("deletionTimestamp") is not None
-    return not deleting or keys.finalizer in (metadata.get("finalizers") or ())
+    return not is_deleting(pod) or keys.finalizer in (metadata.get("finalizers") or ())
 
 
 def object_key(kind: str, obj: Mapping[str, Any]) -> str:
     """`Kind name`, or `Kind namespace/name` for a namespaced object (the problems' key)."""
-    metadata = obj.get("metadata") or {}
-    namespace, name = metadata.get("namespace"), metadata.get("name")
+    namespace, name = namespace_of(obj), name_of(obj)
     return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
 
 
@@ -178,7 +184,7 @@ def read_inventory(
         quotas=[r.quota for r in effective.values() if r.enforceable and r.quota is not None],
         gpus=load_all(GPU, gpus, problems),
         gpu_nodes=load_all(GPUNode, gpu_nodes, problems),
-        nodes={str((n.get("metadata") or {}).get("name")): n for n in nodes},
+        nodes={name_of(n): n for n in nodes},
     )
     return inventory, problems
 
@@ -251,5 +257,4 @@ def recover(
 
 
 def _pod_key(pod: Mapping[str, Any]) -> str:
-    metadata = pod.get("metadata") or {}
-    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+    return f"{namespace_of(pod)}/{name_of(pod)}"

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from tensorfusion.domain.allocator.capacity_figures import CapacityTotals
-from tensorfusion.domain.desired_state.objects import Obj, is_deleting, status_of
 from tensorfusion.domain.desired_state.pools import ready_condition, replace_conditions
 from tensorfusion.domain.model.meta import Condition
 from tensorfusion.domain.model.pool import PoolPhase
 from tensorfusion.domain.model.registry import to_wire
+from tensorfusion.domain.object_views import Obj, is_deleting, status_of
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
 
 __all__ = ["GPU_POOL_READY", "cluster_phase", "cluster_status", "status_totals"]

@@ -21,17 +21,16 @@ from typing import Any, Final, Literal
 
 from tensorfusion.domain.allocator.capacity_figures import CapacityTotals, NodeCapacity
 from tensorfusion.domain.annotations import KEYS, Keys
-from tensorfusion.domain.desired_state.objects import (
-    Exactly,
+from tensorfusion.domain.desired_state.objects import Exactly, parse_time
+from tensorfusion.domain.model.node import GPUNodePhase
+from tensorfusion.domain.model.registry import to_wire
+from tensorfusion.domain.object_views import (
     Obj,
     annotations_of,
     is_deleting,
     metadata_of,
-    parse_time,
     status_of,
 )
-from tensorfusion.domain.model.node import GPUNodePhase
-from tensorfusion.domain.model.registry import to_wire
 from tensorfusion.domain.vocabulary import GPUPhase
 
 __all__ = [

@@ -13,7 +13,8 @@ from typing import Any
 
 from tensorfusion.domain.allocator.gpu_state import GPUState
 from tensorfusion.domain.allocator.records import AllocationRecord
-from tensorfusion.domain.desired_state.objects import Exactly, Obj, status_of
+from tensorfusion.domain.desired_state.objects import Exactly
+from tensorfusion.domain.object_views import Obj, status_of
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
 __all__ = ["gpu_owned_status"]

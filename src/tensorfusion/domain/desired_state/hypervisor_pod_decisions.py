@@ -29,13 +29,7 @@ from typing import Final
 from tensorfusion.domain.alerting.dynamic_config import DEFAULT_MAX_CRASH_COUNT
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.desired_state.hypervisor_pods import pod_hash_of
-from tensorfusion.domain.desired_state.objects import (
-    Obj,
-    is_deleting,
-    labels_of,
-    name_of,
-    status_of,
-)
+from tensorfusion.domain.object_views import Obj, is_deleting, labels_of, name_of, status_of
 
 __all__ = [
     "DEFAULT_MAX_CRASH_COUNT",

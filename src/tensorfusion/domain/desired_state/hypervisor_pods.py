@@ -32,13 +32,8 @@ from tensorfusion.domain.admission.label_selector import (
     selector_matches,
 )
 from tensorfusion.domain.annotations import COMPONENT_HYPERVISOR, KEYS, Keys
-from tensorfusion.domain.desired_state.objects import (
-    Obj,
-    labels_of,
-    name_of,
-    owner_reference,
-    uid_of,
-)
+from tensorfusion.domain.desired_state.objects import owner_reference
+from tensorfusion.domain.object_views import Obj, labels_of, name_of, uid_of
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 from tensorfusion.domain.settings.environment_values import SERVICE_ACCOUNT_TOKEN_FILE
 

@@ -17,17 +17,17 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tensorfusion.domain.annotations import KEYS, Keys
-from tensorfusion.domain.desired_state.objects import (
+from tensorfusion.domain.desired_state.objects import owner_reference
+from tensorfusion.domain.model.meta import API_VERSION
+from tensorfusion.domain.object_views import (
     Obj,
     controller_of,
     is_deleting,
     labels_of,
     metadata_of,
     name_of,
-    owner_reference,
     uid_of,
 )
-from tensorfusion.domain.model.meta import API_VERSION
 from tensorfusion.domain.scheduling.native.node import NodeFacts
 from tensorfusion.domain.scheduling.native.node_affinity import NodeSelectorTerm
 

@@ -1,4 +1,6 @@
-"""Reading API objects given as plain JSON mappings, owner references, and JSON merge patches.
+"""Owner references to our objects, RFC 3339 times, and JSON merge patches.
+
+Reads of objects live in `tensorfusion.domain.object_views`.
 
 `merge_patch(current, desired)` is how every status write is built: only the fields a writer
 owns are named in `desired`, so fields written by others (the node agent's heartbeat, another
@@ -14,72 +16,11 @@ from datetime import datetime
 from typing import Any, Final
 
 from tensorfusion.domain.model.meta import API_VERSION
+from tensorfusion.domain.object_views import Obj, name_of, uid_of
 
-__all__ = [
-    "Exactly",
-    "Obj",
-    "annotations_of",
-    "controller_of",
-    "is_deleting",
-    "labels_of",
-    "merge_patch",
-    "metadata_of",
-    "name_of",
-    "owner_reference",
-    "parse_time",
-    "status_of",
-    "uid_of",
-]
+__all__ = ["Exactly", "merge_patch", "owner_reference", "parse_time"]
 
-Obj = Mapping[str, Any]
 _EMPTY: Final[Mapping[str, Any]] = {}
-
-
-def metadata_of(obj: Obj) -> Mapping[str, Any]:
-    """`metadata` (empty when absent)."""
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else _EMPTY
-
-
-def name_of(obj: Obj) -> str:
-    """`metadata.name` ("" when absent)."""
-    return str(metadata_of(obj).get("name") or "")
-
-
-def uid_of(obj: Obj) -> str:
-    """`metadata.uid` ("" when absent)."""
-    return str(metadata_of(obj).get("uid") or "")
-
-
-def labels_of(obj: Obj) -> Mapping[str, str]:
-    """`metadata.labels` (empty when absent)."""
-    labels = metadata_of(obj).get("labels")
-    return labels if isinstance(labels, Mapping) else _EMPTY
-
-
-def annotations_of(obj: Obj) -> Mapping[str, str]:
-    """`metadata.annotations` (empty when absent)."""
-    annotations = metadata_of(obj).get("annotations")
-    return annotations if isinstance(annotations, Mapping) else _EMPTY
-
-
-def status_of(obj: Obj | None) -> Mapping[str, Any]:
-    """`status` (empty when absent)."""
-    status = obj.get("status") if obj is not None else None
-    return status if isinstance(status, Mapping) else _EMPTY
-
-
-def is_deleting(obj: Obj) -> bool:
-    """Whether the object carries a `deletionTimestamp`."""
-    return metadata_of(obj).get("deletionTimestamp") is not None
-
-
-def controller_of(obj: Obj) -> Mapping[str, Any] | None:
-    """The owner reference marked `controller: true`, if any."""
-    for reference in metadata_of(obj).get("ownerReferences") or ():
-        if isinstance(reference, Mapping) and reference.get("controller") is True:
-            return reference
-    return None
 
 
 def owner_reference(owner: Obj, kind: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """GPUPools: the ones a TensorFusionCluster wants (api.md §2.1) and a pool's status (§2.2).
 
 A cluster wants one GPUPool `<cluster>-<entry.name>` per `spec.gpuPools[]` entry: `spec` is the
-entry's `specTemplate` verbatim, labels are the cluster's own plus
+entry's `specTemplate` as read by the model (the fields it sets), labels are the cluster's own plus
 `tensor-fusion.ai/managed-by=<cluster>`, annotation `tensor-fusion.ai/is-default-pool` is the
 entry's `isDefault`, and the cluster is its controller. Pools the cluster controls that no
 entry names any more are deleted. A pool of that name controlled by another object is left alone
@@ -24,21 +24,22 @@ from pydantic import ValidationError
 from tensorfusion.domain.allocator.capacity_figures import CapacityTotals, NodeCapacity
 from tensorfusion.domain.allocator.quota_status import merge_conditions
 from tensorfusion.domain.annotations import KEYS, Keys
-from tensorfusion.domain.desired_state.objects import (
+from tensorfusion.domain.desired_state.objects import owner_reference
+from tensorfusion.domain.model.cluster import GPUPoolDefinition
+from tensorfusion.domain.model.meta import API_VERSION, Condition
+from tensorfusion.domain.model.node import GPUNodePhase
+from tensorfusion.domain.model.pool import GPUPoolSpec, PoolPhase
+from tensorfusion.domain.model.registry import to_wire
+from tensorfusion.domain.object_views import (
     Obj,
     controller_of,
     is_deleting,
     labels_of,
     metadata_of,
     name_of,
-    owner_reference,
     status_of,
     uid_of,
 )
-from tensorfusion.domain.model.meta import API_VERSION, Condition
-from tensorfusion.domain.model.node import GPUNodePhase
-from tensorfusion.domain.model.pool import GPUPoolSpec, PoolPhase
-from tensorfusion.domain.model.registry import to_wire
 
 __all__ = [
     "PoolUpdate",
@@ -53,10 +54,17 @@ __all__ = [
 ]
 
 
-def _entries(cluster: Obj) -> list[Mapping[str, Any]]:
+def _entries(cluster: Obj) -> tuple[list[GPUPoolDefinition], bool]:
+    """The `spec.gpuPools` entries that read as the model, and whether all of them did."""
     spec = cluster.get("spec")
-    pools = spec.get("gpuPools") if isinstance(spec, Mapping) else None
-    return [entry for entry in pools or () if isinstance(entry, Mapping) and entry.get("name")]
+    raw = spec.get("gpuPools") if isinstance(spec, Mapping) else None
+    entries: list[GPUPoolDefinition] = []
+    for item in raw if isinstance(raw, list) else ():
+        try:
+            entries.append(GPUPoolDefinition.model_validate(item))
+        except ValidationError:
+            continue
+    return entries, len(entries) == len(raw or ())
 
 
 def desired_pools(cluster: Obj, keys: Keys = KEYS) -> list[dict[str, Any]]:
@@ -64,20 +72,17 @@ def desired_pools(cluster: Obj, keys: Keys = KEYS) -> list[dict[str, Any]]:
     cluster_name = name_of(cluster)
     labels = {**labels_of(cluster), keys.managed_by: cluster_name}
     bodies = []
-    for entry in _entries(cluster):
-        template = entry.get("specTemplate")
+    for entry in _entries(cluster)[0]:
         bodies.append({
             "apiVersion": API_VERSION,
             "kind": "GPUPool",
             "metadata": {
-                "name": f"{cluster_name}-{entry['name']}",
+                "name": f"{cluster_name}-{entry.name}",
                 "labels": dict(labels),
-                "annotations": {
-                    keys.is_default_pool: "true" if entry.get("isDefault") is True else "false"
-                },
+                "annotations": {keys.is_default_pool: "true" if entry.is_default else "false"},
                 "ownerReferences": [owner_reference(cluster, "TensorFusionCluster")],
             },
-            "spec": dict(template) if isinstance(template, Mapping) else {},
+            "spec": to_wire(entry.spec_template, exclude_unset=True),
         })  # fmt: skip
     return bodies
 
@@ -141,7 +146,10 @@ def pool_update(current: Obj, desired: Obj) -> PoolUpdate:
 
 
 def pools_to_delete(cluster: Obj, pools: Iterable[Obj], keys: Keys = KEYS) -> list[str]:
-    """Pools the cluster controls that none of its entries names, by name."""
+    """Pools the cluster controls that none of its entries names, by name (none while an
+    entry does not read: its pool is kept)."""
+    if not _entries(cluster)[1]:
+        return []
     wanted = {name_of(body) for body in desired_pools(cluster, keys)}
     uid = uid_of(cluster)
     doomed = []

@@ -21,9 +21,9 @@ from tensorfusion.domain.allocator.quota_status import (
     quota_status,
     read_quota,
 )
-from tensorfusion.domain.desired_state.objects import Obj, status_of
 from tensorfusion.domain.model.meta import Condition
 from tensorfusion.domain.model.registry import to_wire
+from tensorfusion.domain.object_views import Obj, status_of
 
 __all__ = ["QuotaRole", "QuotaStatusUpdate", "desired_quota_status", "quota_roles"]
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from tensorfusion.domain.alerting.templates.limits import cut_text
-from tensorfusion.domain.desired_state.objects import Obj, status_of
 from tensorfusion.domain.desired_state.pools import replace_conditions
 from tensorfusion.domain.model.meta import Condition
+from tensorfusion.domain.object_views import Obj, status_of
 
 __all__ = ["MESSAGE_LIMIT", "READABLE", "READS_WELL", "readable_patch"]
 

@@ -21,13 +21,7 @@ from tensorfusion.domain.annotations import (
     KEYS,
     Keys,
 )
-from tensorfusion.domain.desired_state.objects import (
-    Obj,
-    annotations_of,
-    metadata_of,
-    parse_time,
-    status_of,
-)
+from tensorfusion.domain.desired_state.objects import parse_time
 from tensorfusion.domain.desired_state.rollout import (
     NOT_ENFORCED,
     WAITING,
@@ -36,6 +30,7 @@ from tensorfusion.domain.desired_state.rollout import (
     WindowCondition,
 )
 from tensorfusion.domain.durations import DurationError, parse_go_duration
+from tensorfusion.domain.object_views import Obj, annotations_of, metadata_of, status_of
 
 __all__ = [
     "COMPONENTS",

@@ -13,6 +13,7 @@ from typing import Any
 
 from tensorfusion.domain.annotations import KEYS, IndexResourceError, Keys, decode_index
 from tensorfusion.domain.annotations import pod_index_from_containers as pod_index_of
+from tensorfusion.domain.object_views import deletion_timestamp_of, name_of, namespace_of
 
 __all__ = ["index_rivals", "running_pod_uids", "uncommitted_gpus"]
 
@@ -56,12 +57,11 @@ def index_rivals(
         return ()
     found = []
     for pod in pods:
-        metadata = pod.get("metadata") or {}
-        if metadata.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") != "Pending":
+        if deletion_timestamp_of(pod) or (pod.get("status") or {}).get("phase") != "Pending":
             continue
         try:
             if pod_index_of(pod, keys) == index:
-                found.append(f"{metadata.get('namespace')}/{metadata.get('name')}")
+                found.append(f"{namespace_of(pod)}/{name_of(pod)}")
         except IndexResourceError:
             continue
     return tuple(found)

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.devices.inventory import DeviceInfo, Inventory
+from tensorfusion.domain.object_views import annotations_of
 from tensorfusion.domain.quantities import format_bytes, format_milli, parse_quantity
 
 __all__ = [
@@ -177,8 +178,7 @@ def vanished_patch(
     status = gpu.get("status") or {}
     if is_idle(status):
         return None
-    annotations = (gpu.get("metadata") or {}).get("annotations") or {}
-    since = annotations.get(keys.gpu_missing_since) or now_rfc3339
+    since = annotations_of(gpu).get(keys.gpu_missing_since) or now_rfc3339
     return {"metadata": {"annotations": {keys.gpu_missing_since: since}},
             "status": {"phase": "Unknown"}}  # fmt: skip
 

@@ -11,6 +11,12 @@ from typing import Any, Final
 
 from tensorfusion.domain.annotations import KEYS, IndexResourceError, Keys, decode_index
 from tensorfusion.domain.annotations import pod_index_from_containers as pod_index_of
+from tensorfusion.domain.object_views import (
+    annotations_of,
+    deletion_timestamp_of,
+    name_of,
+    namespace_of,
+)
 
 __all__ = ["VISIBLE_DEVICES", "WorkerAllocation", "WorkerAllocationError", "allocate_worker"]
 
@@ -32,9 +38,8 @@ class WorkerAllocation:
 
 
 def _live(pod: Mapping[str, Any]) -> bool:
-    metadata = pod.get("metadata") or {}
     phase = (pod.get("status") or {}).get("phase")
-    return not metadata.get("deletionTimestamp") and phase not in ("Succeeded", "Failed")
+    return not deletion_timestamp_of(pod) and phase not in ("Succeeded", "Failed")
 
 
 def allocate_worker(
@@ -61,10 +66,9 @@ def allocate_worker(
         raise WorkerAllocationError(f"no worker pod with index {index} on this node")
     pending = [pod for pod in holders if (pod.get("status") or {}).get("phase") == "Pending"]
     pod = (pending or holders)[0]
-    metadata = pod.get("metadata") or {}
-    text = str((metadata.get("annotations") or {}).get(keys.gpu_ids) or "")
+    text = str(annotations_of(pod).get(keys.gpu_ids) or "")
     gpus = tuple(name.strip() for name in text.split(",") if name.strip())
-    name = f"{metadata.get('namespace')}/{metadata.get('name')}"
+    name = f"{namespace_of(pod)}/{name_of(pod)}"
     if not gpus:
         raise WorkerAllocationError(f"worker pod {name} (index {index}) has no {keys.gpu_ids}")
     unknown = [gpu for gpu in gpus if gpu not in native_uuids]
@@ -73,5 +77,4 @@ def allocate_worker(
             f"worker pod {name} names GPUs this node does not have: {', '.join(unknown)}"
         )
     visible = ",".join(native_uuids[gpu] for gpu in gpus)
-    return WorkerAllocation(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""),
-                            gpus, {VISIBLE_DEVICES: visible})  # fmt: skip
+    return WorkerAllocation(namespace_of(pod), name_of(pod), gpus, {VISIBLE_DEVICES: visible})
