@@ -17,7 +17,7 @@ from tensorfusion.alerting.event_sink import RecordingEventSink
 from tensorfusion.alerting.state_store import FileStateStore
 from tensorfusion.domain.alerting.alerts import AlertNotice
 from tensorfusion.domain.alerting.rules import load_rules
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.metrics.rows import MetricRow
 
 from .loopback_peers import Alertmanager, WebhookReceiver, eventually
@@ -54,7 +54,7 @@ def _rows(now_ms: int) -> list[MetricRow]:
 
 
 def _fast_backoff() -> Backoff:
-    return Backoff(initial_s=0.2, cap_s=1.0)
+    return Backoff(initial=0.2, maximum=1.0)
 
 
 async def test_fires_after_consecutive_count_and_resolves(
@@ -63,7 +63,7 @@ async def test_fires_after_consecutive_count_and_resolves(
     database = DuckDBMetricsStore()
     database.insert_rows(_rows(int(time.time() * 1000)))
     store = EmbeddedMetricsStore(database)
-    client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff_factory=_fast_backoff)
+    client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff=_fast_backoff())
     await client.start()
     evaluator = AlertEvaluator(
         store,
@@ -108,7 +108,7 @@ async def test_alerts_are_delivered_after_alertmanager_comes_back(
 ) -> None:
     database = DuckDBMetricsStore()
     database.insert_rows(_rows(int(time.time() * 1000)))
-    client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff_factory=_fast_backoff)
+    client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff=_fast_backoff())
     await client.start()
     evaluator = AlertEvaluator(
         EmbeddedMetricsStore(database),
@@ -155,7 +155,7 @@ async def test_firing_state_survives_an_evaluator_restart(
     database.insert_rows(_rows(int(time.time() * 1000)))
     state = FileStateStore(tmp_path / "state.json")
     rules = load_rules([dict(HOT_RULE, consecutiveCount=1)])
-    client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff_factory=_fast_backoff)
+    client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff=_fast_backoff())
     await client.start()
     sent = _Sent(client)
     first = AlertEvaluator(
@@ -218,7 +218,7 @@ async def test_an_unencodable_notice_never_blocks_the_others(
         annotations = {"summary": summary}
         return AlertNotice("S", instance, labels, annotations, now_ms, now_ms + 3_600_000, False)
 
-    client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff_factory=_fast_backoff)
+    client = AlertmanagerClient([alerts_url(alertmanager.url)], backoff=_fast_backoff())
     await client.start()
     try:
         client.submit([notice("bad", "bad \ud800 text")])

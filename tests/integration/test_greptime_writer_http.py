@@ -11,7 +11,7 @@ from line_protocol_parser import parse_line  # type: ignore[import-untyped]
 
 from tensorfusion.adapters.tsdb.greptime_store import GreptimeSettings
 from tensorfusion.adapters.tsdb.greptime_writer import LineProtocolWriter, WriteEndpoint
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.metrics.rows import MetricRow
 
 from .loopback_peers import eventually, free_port
@@ -65,7 +65,7 @@ def _writer(settings: GreptimeSettings, **extra: object) -> LineProtocolWriter:
     return LineProtocolWriter(
         WriteEndpoint(settings.write_url(), settings.authorization()),
         batch_age_s=0.05,
-        backoff=Backoff(initial_s=0.05, cap_s=0.1),
+        backoff=Backoff(initial=0.05, maximum=0.1),
         **extra,  # type: ignore[arg-type]
     )
 

@@ -19,7 +19,7 @@ from tensorfusion.adapters.tsdb.greptime_writer import WriterMetrics as Metrics
 from tensorfusion.adapters.tsdb.store import StoreDataError, StoreUnavailableError
 from tensorfusion.adapters.tsdb.write_buffer import insert_isolating
 from tensorfusion.controller.tsdb_store import EmbeddedWriteBuffer
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.metrics.rows import MetricRow
 
 NOW_MS = 1_700_000_000_000
@@ -104,7 +104,7 @@ async def test_an_outage_keeps_the_rows_and_retries_them(
 ) -> None:
     registry = CollectorRegistry()
     buffer = EmbeddedWriteBuffer(database, metrics=Metrics(registry),
-                                 backoff=Backoff(initial_s=0.0, cap_s=0.0))  # fmt: skip
+                                 backoff=Backoff(initial=1e-9, maximum=1e-9))  # fmt: skip
     wal = tmp_path / "m.duckdb.wal"
     _make_wal_a_directory(database, wal)
     assert not await buffer.write([_row(NOW_MS), _row(NOW_MS + 1)])
@@ -123,7 +123,7 @@ async def test_during_the_backoff_rows_only_queue(
 ) -> None:
     registry = CollectorRegistry()
     buffer = EmbeddedWriteBuffer(database, metrics=Metrics(registry),
-                                 backoff=Backoff(initial_s=3600.0, cap_s=3600.0))  # fmt: skip
+                                 backoff=Backoff(initial=3600.0, maximum=3600.0))  # fmt: skip
     wal = tmp_path / "m.duckdb.wal"
     _make_wal_a_directory(database, wal)
     assert not await buffer.write([_row(NOW_MS)])

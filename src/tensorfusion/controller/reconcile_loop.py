@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from tensorfusion.adapters.kube.object_client import KubeError
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.runtime.leader_election import NotLeaderError
-from tensorfusion.runtime.supervision import Backoff
 from tensorfusion.runtime.work_queue import (
     DEFAULT_RETRY_BACKOFF,
     QueueShutDownError,

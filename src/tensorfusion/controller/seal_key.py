@@ -27,7 +27,7 @@ from tensorfusion.domain.allocator.allocation_seal import (
     read_seal_key,
     seal_key_data,
 )
-from tensorfusion.runtime.supervision import Backoff
+from tensorfusion.domain.backoff import Backoff
 
 __all__ = ["SEAL_SECRET_SUFFIX", "load_seal_key", "seal_secret_name"]
 

@@ -28,23 +28,17 @@ from tensorfusion.controller.reconcile_loop import every
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.desired_state.gpus import gpu_owned_status
-from tensorfusion.domain.desired_state.objects import (
-    Exactly,
-    Obj,
-    merge_patch,
-    metadata_of,
-    name_of,
-    status_of,
-)
+from tensorfusion.domain.desired_state.objects import Exactly, merge_patch
 from tensorfusion.domain.desired_state.quotas import (
     QuotaRole,
     QuotaStatusUpdate,
     desired_quota_status,
     quota_roles,
 )
+from tensorfusion.domain.object_views import Obj, metadata_of, name_of, status_of
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
-from tensorfusion.runtime.supervision import Backoff
 
 __all__ = ["GPUStatusWriter", "QuotaStatusWriter"]
 

@@ -36,7 +36,7 @@ from tensorfusion.adapters.tsdb.greptime_writer import WriterMetrics
 from tensorfusion.adapters.tsdb.store import MetricsStore
 from tensorfusion.adapters.tsdb.write_buffer import insert_isolating
 from tensorfusion.domain.alerting.dynamic_config import DEFAULT_TTL
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff, RetryDelays
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.settings.controller_environment import TsdbEnvironment
 
@@ -105,7 +105,7 @@ class EmbeddedWriteBuffer:
         self._last_drop_log = float("-inf")
         self.stopped = False
         self.rejected: Tally[str] = Tally()
-        self._backoff = backoff or Backoff(initial_s=1.0, cap_s=30.0)
+        self._backoff = RetryDelays(backoff or Backoff(initial=1.0, maximum=30.0, jitter=0.2))
         self._retry_at = float("-inf")
 
     def __len__(self) -> int:

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from tensorfusion.runtime.supervision import Backoff
+from tensorfusion.domain.backoff import Backoff
 
 __all__ = ["ChildProcess", "ChildStats", "klog_level"]
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.runtime.informer_source import (
     ApiAnswerError,
     ObjectSource,
@@ -33,7 +34,7 @@ from tensorfusion.runtime.informer_source import (
     WatchType,
 )
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey, ObjectStore
-from tensorfusion.runtime.supervision import Backoff, Sleep
+from tensorfusion.runtime.supervision import Sleep
 
 __all__ = [
     "DEFAULT_INFORMER_BACKOFF",

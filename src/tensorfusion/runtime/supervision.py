@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Any, Final
 
+from tensorfusion.domain.backoff import Backoff
+
 __all__ = [
-    "Backoff",
     "CoroutineFactory",
     "Sleep",
     "Supervisor",
@@ -36,38 +37,6 @@ CoroutineFactory = Callable[[], Coroutine[Any, Any, object]]
 
 Sleep = Callable[[float], Awaitable[None]]
 """``asyncio.sleep`` or a fake of it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Exponential backoff in seconds: ``initial`` after the first failure, multiplied by
-    ``factor`` after each further one, never above ``maximum``."""
-
-    initial: float = 1.0
-    maximum: float = 30.0
-    factor: float = 2.0
-
-    def __post_init__(self) -> None:
-        if not self.initial > 0:
-            raise ValueError(f"backoff initial delay must be > 0 s, got {self.initial}")
-        if not self.maximum >= self.initial:
-            raise ValueError(
-                f"backoff maximum ({self.maximum} s) must be >= the initial delay "
-                f"({self.initial} s)"
-            )
-        if not self.factor >= 1:
-            raise ValueError(f"backoff factor must be >= 1, got {self.factor}")
-
-    def delay(self, failures: int) -> float:
-        """The wait after ``failures`` consecutive failures (1 for the first)."""
-        if failures < 1:
-            raise ValueError(f"failures must be >= 1, got {failures}")
-        delay = self.initial
-        for _ in range(failures - 1):
-            if delay >= self.maximum:
-                break
-            delay *= self.factor
-        return min(delay, self.maximum)
 
 
 @dataclass(slots=True)

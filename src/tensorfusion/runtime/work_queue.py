@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Final, Generic, Protocol, TypeVar
 
-from tensorfusion.runtime.supervision import Backoff
+from tensorfusion.domain.backoff import Backoff
 
 __all__ = [
     "DEFAULT_RETRY_BACKOFF",

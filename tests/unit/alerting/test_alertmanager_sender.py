@@ -13,7 +13,7 @@ import pytest
 
 from tensorfusion.adapters.alertmanager.client import AlertmanagerClient, DeliveryMetrics
 from tensorfusion.domain.alerting.alerts import AlertNotice
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff
 
 _FAR_FUTURE_MS = 4_000_000_000_000
 
@@ -33,7 +33,7 @@ def _notice(fingerprint: str, summary: str = "ok") -> AlertNotice:
 
 
 def _fast() -> Backoff:
-    return Backoff(initial_s=0.01, cap_s=0.05)
+    return Backoff(initial=0.01, maximum=0.05)
 
 
 async def _eventually(check: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
@@ -56,7 +56,7 @@ def _sample(metrics: DeliveryMetrics, name: str, **labels: str) -> float:
 async def test_an_unencodable_notice_is_dropped_alone_and_the_sender_goes_on() -> None:
     metrics = DeliveryMetrics()
     url = _closed_url()
-    client = AlertmanagerClient([url], metrics=metrics, backoff_factory=_fast)
+    client = AlertmanagerClient([url], metrics=metrics, backoff=_fast())
     await client.start()
     try:
         client.submit([_notice("bad", "bad \ud800 text")])
@@ -75,7 +75,7 @@ async def test_an_unencodable_notice_is_dropped_alone_and_the_sender_goes_on() -
 
 
 async def test_an_unencodable_notice_in_a_batch_leaves_the_others_queued() -> None:
-    client = AlertmanagerClient([_closed_url()], backoff_factory=_fast)
+    client = AlertmanagerClient([_closed_url()], backoff=_fast())
     await client.start()
     try:
         client.submit([_notice("a"), _notice("bad", "\udc80"), _notice("b")])
@@ -100,7 +100,7 @@ async def test_an_unexpected_sender_error_is_logged_counted_and_retried(
 
     metrics = DeliveryMetrics()
     url = _closed_url()
-    client = AlertmanagerClient([url], metrics=metrics, clock_ms=clock_ms, backoff_factory=_fast)
+    client = AlertmanagerClient([url], metrics=metrics, clock_ms=clock_ms, backoff=_fast())
     await client.start()
     try:
         with caplog.at_level(logging.ERROR, "tensorfusion.adapters.alertmanager.client"):

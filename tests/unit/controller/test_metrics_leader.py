@@ -32,7 +32,7 @@ from tensorfusion.controller.tsdb_condition import StoreCondition
 from tensorfusion.controller.tsdb_store import EmbeddedWriteBuffer, TermStore
 from tensorfusion.domain.alerting.conditions import Dialect
 from tensorfusion.domain.alerting.dynamic_config import DynamicConfig
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 
@@ -237,7 +237,7 @@ async def test_the_buffer_drops_the_oldest_rows_beyond_its_cap_and_counts_them(
     database = DuckDBMetricsStore(tmp_path / "cap.duckdb")
     try:
         buffer = EmbeddedWriteBuffer(database, max_rows=5, metrics=WriterMetrics(registry),
-                                     backoff=Backoff(initial_s=0.0, cap_s=0.0))  # fmt: skip
+                                     backoff=Backoff(initial=1e-9, maximum=1e-9))  # fmt: skip
         wal = tmp_path / "cap.duckdb.wal"
         _make_wal_a_directory(database, wal)
         assert not await buffer.write([row(1, "tf_pool_metrics"), row(2), row(3)])

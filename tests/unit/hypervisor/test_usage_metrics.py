@@ -22,10 +22,10 @@ from prometheus_client import Counter
 
 from tensorfusion.adapters.tsdb.greptime_writer import LineProtocolWriter, WriteEndpoint
 from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.devices.inventory import DeviceInfo, DeviceSample, Inventory, ProviderError
 from tensorfusion.domain.devices.simulated_provider import SimulatedProvider
 from tensorfusion.domain.devices.simulation import parse_simulation
-from tensorfusion.domain.metrics.backoff import Backoff
 from tensorfusion.domain.metrics.line_protocol import parse_lines
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnvironment
@@ -244,7 +244,7 @@ def counted(counter: Counter) -> float:
 
 def fast_writer(url: str) -> LineProtocolWriter:
     return LineProtocolWriter(WriteEndpoint(url), batch_age_s=0.01,
-                              backoff=Backoff(initial_s=0.01, cap_s=0.02))  # fmt: skip
+                              backoff=Backoff(initial=0.01, maximum=0.02))  # fmt: skip
 
 
 @pytest.fixture

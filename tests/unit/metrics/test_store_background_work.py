@@ -21,7 +21,7 @@ from tensorfusion.adapters.tsdb.duckdb_store import (
 from tensorfusion.adapters.tsdb.greptime_store import GreptimeSettings, GreptimeStore
 from tensorfusion.adapters.tsdb.greptime_writer import LineProtocolWriter, WriteEndpoint
 from tensorfusion.adapters.tsdb.store import QueryResult
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.metrics.rows import MetricRow
 
 # About 15 s on two cores when nothing interrupts it.
@@ -106,7 +106,7 @@ async def test_the_writer_survives_an_unexpected_error(
     writer = LineProtocolWriter(
         WriteEndpoint("http://127.0.0.1:9/write"),
         batch_age_s=0.0,
-        backoff=Backoff(initial_s=0.01, cap_s=0.05),
+        backoff=Backoff(initial=0.01, maximum=0.05),
     )
     posts = 0
 

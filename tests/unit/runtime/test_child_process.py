@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.runtime.child_process import ChildProcess, klog_level
-from tensorfusion.runtime.supervision import Backoff
 
 FAST = Backoff(initial=0.01, maximum=0.05)
 

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 import pytest
 
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.runtime.informer import EventKind, Informer, InformerEvent, ObjectKey
 from tensorfusion.runtime.informer_source import (
     ApiAnswerError,
@@ -17,7 +18,7 @@ from tensorfusion.runtime.informer_source import (
     WatchEvent,
     WatchType,
 )
-from tensorfusion.runtime.supervision import Backoff, Supervisor
+from tensorfusion.runtime.supervision import Supervisor
 
 LOGGER = "tensorfusion.runtime.informer"
 END: Final = "end of watch"

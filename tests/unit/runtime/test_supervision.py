@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.runtime.supervision import (
-    Backoff,
     Supervisor,
     SupervisorStoppedError,
     TaskFailure,

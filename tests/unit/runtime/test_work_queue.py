@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tensorfusion.runtime.supervision import Backoff
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.runtime.work_queue import (
     DEFAULT_RETRY_BACKOFF,
     QueueShutDownError,

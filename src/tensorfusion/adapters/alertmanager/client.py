@@ -24,14 +24,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from tensorfusion.adapters.alertmanager.outbox import Outbox, OutboxEntry
 from tensorfusion.adapters.task_ends import log_task_end
 from tensorfusion.domain.alerting.alerts import AlertNotice
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff, RetryDelays
 
-__all__ = ["AlertmanagerClient", "DeliveryMetrics", "TargetStatus"]
+__all__ = ["DELIVERY_BACKOFF", "AlertmanagerClient", "DeliveryMetrics", "TargetStatus"]
 
 _log = logging.getLogger(__name__)
 _BATCH: Final = 500
 _RETRY_STATUSES: Final = frozenset({408, 429})
 _BODY_LOG_LIMIT: Final = 1024
+DELIVERY_BACKOFF: Final = Backoff(initial=1.0, maximum=30.0, jitter=0.2)
+"""The wait between failed deliveries to one Alertmanager (alerting.md §6.5)."""
 
 
 class DeliveryMetrics:
@@ -102,7 +104,7 @@ class _Target:
         self.url = url
         self.outbox = Outbox(capacity)
         self.wake = asyncio.Event()
-        self.backoff = backoff
+        self.backoff = RetryDelays(backoff)
         self.status = TargetStatus(url)
         self.task: asyncio.Task[None] | None = None
 
@@ -127,10 +129,10 @@ class AlertmanagerClient:
         capacity: int = 10_000,
         metrics: DeliveryMetrics | None = None,
         clock_ms: Callable[[], int] | None = None,
-        backoff_factory: Callable[[], Backoff] = Backoff,
+        backoff: Backoff = DELIVERY_BACKOFF,
     ) -> None:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._targets = [_Target(url, capacity, backoff_factory()) for url in urls]
+        self._targets = [_Target(url, capacity, backoff) for url in urls]
         self._metrics = metrics or DeliveryMetrics()
         self._clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._session: aiohttp.ClientSession | None = None

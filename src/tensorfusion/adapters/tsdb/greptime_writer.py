@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from tensorfusion.adapters.task_ends import task_end_logger
 from tensorfusion.adapters.tsdb.write_buffer import BufferedLine, WriteBuffer
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff, RetryDelays
 from tensorfusion.domain.metrics.line_protocol import UnencodableError, encode_row
 from tensorfusion.domain.metrics.row_check import DropReason, RowProblem, check_row
 from tensorfusion.domain.metrics.rows import MetricRow
@@ -119,7 +119,7 @@ class LineProtocolWriter:
         self.buffer = buffer or WriteBuffer()
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._batch_age_s = batch_age_s
-        self._backoff = backoff or Backoff(initial_s=1.0, cap_s=30.0)
+        self._backoff = RetryDelays(backoff or Backoff(initial=1.0, maximum=30.0, jitter=0.2))
         self._on_missing_table = on_missing_table
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

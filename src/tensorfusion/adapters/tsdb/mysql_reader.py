@@ -23,7 +23,7 @@ from tensorfusion.adapters.tsdb.store import (
     StoreQueryError,
     StoreUnavailableError,
 )
-from tensorfusion.domain.metrics.backoff import Backoff
+from tensorfusion.domain.backoff import Backoff, RetryDelays
 
 __all__ = ["MySQLReader", "ReaderSettings", "decode_value"]
 
@@ -67,7 +67,7 @@ class MySQLReader:
     def __init__(self, settings: ReaderSettings) -> None:
         self.settings = settings
         self._pool: aiomysql.Pool | None = None
-        self._backoff = Backoff(initial_s=1.0, cap_s=60.0)
+        self._backoff = RetryDelays(Backoff(initial=1.0, maximum=60.0, jitter=0.2))
         self._next_attempt = 0.0
         self._last_used: dict[int, float] = {}
         self._lock = asyncio.Lock()
