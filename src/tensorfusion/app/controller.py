@@ -69,11 +69,8 @@ from tensorfusion.domain.settings.controller_environment import (
     ControllerEnvironment,
     EnvironmentValueError,
 )
-from tensorfusion.domain.settings.controller_flags import (
-    ControllerFlags,
-    FlagError,
-    parse_controller_flags,
-)
+from tensorfusion.domain.settings.controller_flags import ControllerFlags, FlagError
+from tensorfusion.domain.settings.controller_settings import ControllerSettings
 from tensorfusion.extender.kube_scheduler import SchedulerStartError
 from tensorfusion.runtime.leader_election import LEASE_NAME, LeaderElector
 from tensorfusion.runtime.supervision import Supervisor, TaskFailure
@@ -101,8 +98,7 @@ LeaderWork = Callable[["ControllerProcess"], Awaitable[None]]
 class ControllerProcess:
     """One replica: settings, client, caches, allocator state, election and tasks."""
 
-    flags: ControllerFlags
-    env: ControllerEnvironment
+    settings: ControllerSettings
     client: AsyncClient
     informers: ControllerInformers
     state: AllocatorState
@@ -111,6 +107,16 @@ class ControllerProcess:
     elector: LeaderElector | None = None
     leading: asyncio.Event = field(default_factory=asyncio.Event)
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def flags(self) -> ControllerFlags:
+        """The replica's flags."""
+        return self.settings.flags
+
+    @property
+    def env(self) -> ControllerEnvironment:
+        """The replica's environment."""
+        return self.settings.env
 
     def fence(self) -> float:
         """Before a leader-only write: raises NotLeaderError unless this replica leads."""
@@ -157,13 +163,6 @@ def _bind(work: LeaderWork, process: ControllerProcess) -> Callable[[], Coroutin
     return run
 
 
-def read_settings(
-    argv: Sequence[str], environ: Mapping[str, str]
-) -> tuple[ControllerFlags, ControllerEnvironment]:
-    """Flags and environment; FlagError or EnvironmentValueError names what is wrong."""
-    return parse_controller_flags(argv), ControllerEnvironment.from_mapping(environ)
-
-
 async def run_controller(
     argv: Sequence[str],
     environ: Mapping[str, str],
@@ -173,11 +172,12 @@ async def run_controller(
 ) -> int:
     """Run a replica until a signal, a lost Lease or a fatal error; returns the exit code."""
     try:
-        flags, env = read_settings(argv, environ)
+        process_settings = ControllerSettings.read(argv, environ)
     except (FlagError, EnvironmentValueError) as error:
         configure_logging("text", "info")
         _log.error("%s", error)
         return EXIT_BAD_INPUT
+    flags, env = process_settings.flags, process_settings.env
     configure_logging(flags.log_format, flags.log_level)
     for notice in flags.notices:
         _log.info("%s", notice)
@@ -199,19 +199,18 @@ async def run_controller(
     informers = ControllerInformers.create(client, env.namespace)
     state = AllocatorState(informers.caches(), env.isolation_policy, time.time)
     native = NativeState(NativePlugins(settings.node_resources_fit))
-    process = ControllerProcess(flags, env, client, informers, state)
+    process = ControllerProcess(process_settings, client, informers, state)
     registry = CollectorRegistry()
     alerts, config, metrics = _alerting(process, registry)
     reconcilers = ControllerReconcilers.create(
         client=client,
         fence=process.fence,
         state=state,
-        flags=flags,
-        env=env,
+        settings=process_settings,
         caches=informers,
         dynamic_config=lambda: config.config,
     )
-    reconcilers.register(informers)
+    reconcilers.register()
     loop_lag = LoopLagProbe()
     registry.register(ControllerCollector(
         state=state, loops=reconcilers.loops(), writers=reconcilers.writers(),
@@ -262,8 +261,8 @@ async def run_controller(
     backend.peer_ready = peer_site.ready
     process.supervisor.start("peer-port", peer_site.run)
     try:
-        servers = await _start_servers(flags, env, backend, registry, metrics, shared=shared,
-                                       peer=peer)  # fmt: skip
+        servers = await _start_servers(process_settings, backend, registry, metrics,
+                                       shared=shared, peer=peer)  # fmt: skip
     except OSError as error:
         _log.error("cannot listen: %s", error)
         await process.supervisor.stop()
@@ -324,8 +323,7 @@ def _plain(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 async def _start_servers(
-    flags: ControllerFlags,
-    env: ControllerEnvironment,
+    process_settings: ControllerSettings,
     backend: ControllerBackend,
     registry: CollectorRegistry,
     metrics: LeaderMetricsService,
@@ -333,6 +331,7 @@ async def _start_servers(
     shared: ApiShared,
     peer: PeerClient,
 ) -> list[RunningServer]:
+    flags, env = process_settings.flags, process_settings.env
     servers = [await serve(create_health_app(backend), flags.health_probe_bind_address)]
     api = join_host_port(env.api_host, env.api_port) if env.api_host else f":{env.api_port}"
     public = _api_app(env, backend, metrics, shared, peer=peer, gated=False)

@@ -1,5 +1,8 @@
 """The controller's leader-only reconcilers, wired to the informers of every replica.
 
+Each reconciler is built in `ControllerReconcilers.create` and registered there by one
+`Registration` (its name, the informer events it handles, its queues and writer); the list
+order is the order of handlers on each informer, of the leader tasks and of `/metrics`.
 Handlers are registered on every replica (the queues only collect keys); the reconcilers run
 while the replica leads. The pod releaser's handler comes before the allocator state's, so the
 release Event still finds the pod's record.
@@ -8,7 +11,7 @@ release Event still finds the pod's record.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +33,7 @@ from tensorfusion.controller.pod_release import PodReleaser
 from tensorfusion.controller.pool_reconciler import PoolStatusReconciler
 from tensorfusion.controller.problem_reports import ProblemReporter
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
+from tensorfusion.controller.reconciler import Registration, register_handlers
 from tensorfusion.controller.replica_recount import ReplicaRecount
 from tensorfusion.controller.status_writeback import GPUStatusWriter, QuotaStatusWriter
 from tensorfusion.controller.workload_lifecycle import WorkloadLifecycle
@@ -38,8 +42,7 @@ from tensorfusion.domain.desired_state.hypervisor_pods import (
     HypervisorPodSettings,
     metrics_write_target,
 )
-from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
-from tensorfusion.domain.settings.controller_flags import ControllerFlags
+from tensorfusion.domain.settings.controller_settings import ControllerSettings
 from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.informer_lightkube import LightkubeSource
 
@@ -52,22 +55,9 @@ HYPERVISOR_IMAGE = f"tensorfusion/tensor-fusion-hypervisor:{__version__}"
 
 @dataclass(frozen=True, slots=True)
 class ControllerReconcilers:
-    """Every leader-only reconciler of the controller."""
+    """Every leader-only reconciler of the controller, in registration order."""
 
-    clusters: ClusterReconciler
-    gpu_nodes: GPUNodeReconciler
-    pools: PoolStatusReconciler
-    pods: PodReleaser
-    gpu_status: GPUStatusWriter
-    quota_status: QuotaStatusWriter
-    taint: ProgressiveTaintReconciler
-    recount: ReplicaRecount
-    workloads: WorkloadLifecycle
-    hypervisor_pods: HypervisorPodReconciler
-    rollout: ComponentRollout
-    provider_configs: Informer
-    """ProviderConfigs (their hardware metadata goes into agent pods), listed by the leader."""
-    problems: ProblemReporter
+    registrations: Sequence[Registration]
 
     @classmethod
     def create(
@@ -76,13 +66,13 @@ class ControllerReconcilers:
         client: AsyncClient,
         fence: Fence,
         state: AllocatorState,
-        flags: ControllerFlags,
-        env: ControllerEnvironment,
+        settings: ControllerSettings,
         caches: ControllerInformers,
         dynamic_config: Callable[[], DynamicConfig] = DynamicConfig,
     ) -> ControllerReconcilers:
         """The reconcilers over the replica's caches, writing through `client` once fenced;
         `dynamic_config` is the hot-reloaded `config.yaml` (crash guard, extra metric labels)."""
+        flags, env = settings.flags, settings.env
         objects = LightkubeObjects(client)
         writes: dict[str, Any] = {
             "client": objects,
@@ -108,99 +98,111 @@ class ControllerReconcilers:
             **writes,
         )  # fmt: skip
         recount = ReplicaRecount(pods=caches.workers, **timed)
-        return cls(
-            clusters=ClusterReconciler(clusters=caches.clusters, pools=caches.pools, **timed),
-            gpu_nodes=GPUNodeReconciler(
-                nodes=caches.nodes, gpu_nodes=caches.gpu_nodes, gpus=caches.gpus,
-                pools=caches.pools, hypervisor_pods=caches.hypervisor_pods, state=state,
-                initial_selector=env.gpu_node_selector, agent_readiness=flags.agent_readiness,
-                **timed,
-            ),
-            pools=PoolStatusReconciler(pools=caches.pools, gpu_nodes=caches.gpu_nodes,
-                                       state=state, **timed),
-            pods=PodReleaser(pods=caches.workers, state=state, recount=recount.after_decrement,
-                             **timed),
-            gpu_status=GPUStatusWriter(gpus=caches.gpus, state=state, client=objects,
-                                       fence=fence, clock=time.time),
-            quota_status=QuotaStatusWriter(quotas=caches.quotas, state=state, **timed),
-            taint=ProgressiveTaintReconciler(nodes=caches.nodes, state=state, client=objects,
-                                             fence=fence, enabled=env.progressive_migration),
-            recount=recount,
-            workloads=WorkloadLifecycle(pods=caches.workers, workloads=caches.workloads, **timed),
-            hypervisor_pods=agent_pods,
-            rollout=ComponentRollout(
-                pools=caches.pools, gpu_nodes=caches.gpu_nodes,
-                hypervisor_pods=caches.hypervisor_pods, client_pods=caches.workers,
-                agents=agent_pods, agent_readiness_mode=flags.agent_readiness, **timed,
-            ),
-            provider_configs=providers,
-            problems=ProblemReporter(
-                state=state, client=objects, fence=fence, recorder=writes["recorder"],
-                caches={"GPU": caches.gpus, "GPUNode": caches.gpu_nodes, "GPUPool": caches.pools,
-                        "GPUResourceQuota": caches.quotas, "Pod": caches.workers,
-                        "SchedulingConfigTemplate": caches.templates},
-            ),
-        )  # fmt: skip
+        clusters = ClusterReconciler(clusters=caches.clusters, pools=caches.pools, **timed)
+        gpu_nodes = GPUNodeReconciler(
+            nodes=caches.nodes,
+            gpu_nodes=caches.gpu_nodes,
+            gpus=caches.gpus,
+            pools=caches.pools,
+            hypervisor_pods=caches.hypervisor_pods,
+            state=state,
+            initial_selector=env.gpu_node_selector,
+            agent_readiness=flags.agent_readiness,
+            **timed,
+        )
+        pools = PoolStatusReconciler(
+            pools=caches.pools, gpu_nodes=caches.gpu_nodes, state=state, **timed
+        )
+        pods = PodReleaser(
+            pods=caches.workers, state=state, recount=recount.after_decrement, **timed
+        )
+        gpu_status = GPUStatusWriter(
+            gpus=caches.gpus, state=state, client=objects, fence=fence, clock=time.time
+        )
+        quota_status = QuotaStatusWriter(quotas=caches.quotas, state=state, **timed)
+        taint = ProgressiveTaintReconciler(
+            nodes=caches.nodes,
+            state=state,
+            client=objects,
+            fence=fence,
+            enabled=env.progressive_migration,
+        )
+        workloads = WorkloadLifecycle(pods=caches.workers, workloads=caches.workloads, **timed)
+        rollout = ComponentRollout(
+            pools=caches.pools,
+            gpu_nodes=caches.gpu_nodes,
+            hypervisor_pods=caches.hypervisor_pods,
+            client_pods=caches.workers,
+            agents=agent_pods,
+            agent_readiness_mode=flags.agent_readiness,
+            **timed,
+        )
+        problems = ProblemReporter(
+            state=state,
+            client=objects,
+            fence=fence,
+            recorder=writes["recorder"],
+            caches={
+                "GPU": caches.gpus,
+                "GPUNode": caches.gpu_nodes,
+                "GPUPool": caches.pools,
+                "GPUResourceQuota": caches.quotas,
+                "Pod": caches.workers,
+                "SchedulingConfigTemplate": caches.templates,
+            },
+        )
+        return cls((
+            Registration("clusters", clusters, (
+                (caches.pools, clusters.on_pool), (caches.clusters, clusters.on_cluster),
+            ), (clusters.loop,), clusters.writer),
+            Registration("gpu-nodes", gpu_nodes, (
+                (caches.gpus, gpu_nodes.on_gpu), (caches.gpu_nodes, gpu_nodes.on_gpu_node),
+                (caches.pools, gpu_nodes.on_pool), (caches.nodes, gpu_nodes.on_node),
+                (caches.hypervisor_pods, gpu_nodes.on_hypervisor_pod),
+            ), (gpu_nodes.loop,), gpu_nodes.writer),
+            Registration("pools", pools, (
+                (caches.gpu_nodes, pools.on_gpu_node), (caches.pools, pools.on_pool),
+            ), (pools.loop,), pools.writer),
+            Registration("pods", pods, ((caches.workers, pods.on_pod),), (pods.loop,),
+                         pods.writer),
+            Registration("gpu-status", gpu_status, ((caches.gpus, gpu_status.on_gpu),),
+                         writer=gpu_status.writer),
+            Registration("quota-status", quota_status, writer=quota_status.writer),
+            Registration("taint", taint, ((caches.nodes, taint.on_node),), (taint.loop,),
+                         taint.writer),
+            Registration("replica-recount", recount, ((caches.workers, recount.on_pod),),
+                         (recount.loop,), recount.writer),
+            Registration("workloads", workloads, (
+                (caches.workers, workloads.on_pod), (caches.workloads, workloads.on_workload),
+            ), (workloads.owners, workloads.collection), workloads.writer),
+            # ProviderConfigs (their hardware metadata goes into agent pods), listed by the leader.
+            Registration("provider-configs", providers),
+            Registration("hypervisor-pods", agent_pods, (
+                (caches.gpu_nodes, agent_pods.on_gpu_node), (caches.nodes, agent_pods.on_node),
+                (caches.hypervisor_pods, agent_pods.on_pod), (caches.pools, agent_pods.on_pool),
+                (caches.templates, agent_pods.on_template),
+                (providers, agent_pods.on_provider_config),
+            ), (agent_pods.loop,), agent_pods.writer),
+            Registration("rollout", rollout, (
+                (caches.pools, rollout.on_pool), (caches.gpu_nodes, rollout.on_gpu_node),
+                (caches.hypervisor_pods, rollout.on_hypervisor_pod),
+                (caches.workers, rollout.on_client_pod),
+            ), (rollout.loop,), rollout.writer),
+            Registration("problems", problems, writer=problems.writer),
+        ))  # fmt: skip
 
-    def register(self, caches: ControllerInformers) -> None:
+    def register(self) -> None:
         """Send cache changes to the reconcilers' queues (before the allocator state's)."""
-        caches.workers.add_handler(self.pods.on_pod)
-        caches.workers.add_handler(self.recount.on_pod)
-        caches.workers.add_handler(self.workloads.on_pod)
-        caches.workloads.add_handler(self.workloads.on_workload)
-        caches.gpus.add_handler(self.gpu_nodes.on_gpu)
-        caches.gpus.add_handler(self.gpu_status.on_gpu)
-        caches.gpu_nodes.add_handler(self.gpu_nodes.on_gpu_node)
-        caches.gpu_nodes.add_handler(self.pools.on_gpu_node)
-        caches.pools.add_handler(self.clusters.on_pool)
-        caches.pools.add_handler(self.gpu_nodes.on_pool)
-        caches.pools.add_handler(self.pools.on_pool)
-        caches.clusters.add_handler(self.clusters.on_cluster)
-        caches.nodes.add_handler(self.gpu_nodes.on_node)
-        caches.nodes.add_handler(self.taint.on_node)
-        caches.hypervisor_pods.add_handler(self.gpu_nodes.on_hypervisor_pod)
-        caches.gpu_nodes.add_handler(self.hypervisor_pods.on_gpu_node)
-        caches.nodes.add_handler(self.hypervisor_pods.on_node)
-        caches.hypervisor_pods.add_handler(self.hypervisor_pods.on_pod)
-        caches.pools.add_handler(self.hypervisor_pods.on_pool)
-        caches.templates.add_handler(self.hypervisor_pods.on_template)
-        self.provider_configs.add_handler(self.hypervisor_pods.on_provider_config)
-        caches.pools.add_handler(self.rollout.on_pool)
-        caches.gpu_nodes.add_handler(self.rollout.on_gpu_node)
-        caches.hypervisor_pods.add_handler(self.rollout.on_hypervisor_pod)
-        caches.workers.add_handler(self.rollout.on_client_pod)
+        register_handlers(self.registrations)
 
     def loops(self) -> list[ReconcileLoop[Any]]:
         """The reconcilers' work queues (the status writers work on timers)."""
-        return [self.clusters.loop, self.gpu_nodes.loop, self.pools.loop, self.pods.loop,
-                self.taint.loop, self.recount.loop, self.workloads.owners,
-                self.workloads.collection, self.hypervisor_pods.loop,
-                self.rollout.loop]  # fmt: skip
+        return [loop for registration in self.registrations for loop in registration.loops]
 
     def writers(self) -> list[tuple[str, FencedWriter]]:
         """Each reconciler's API writer, by loop name."""
-        return [("clusters", self.clusters.writer), ("gpu-nodes", self.gpu_nodes.writer),
-                ("pools", self.pools.writer), ("pods", self.pods.writer),
-                ("gpu-status", self.gpu_status.writer), ("quota-status", self.quota_status.writer),
-                ("taint", self.taint.writer), ("replica-recount", self.recount.writer),
-                ("workloads", self.workloads.writer),
-                ("hypervisor-pods", self.hypervisor_pods.writer),
-                ("rollout", self.rollout.writer), ("problems", self.problems.writer)]  # fmt: skip
+        return [(r.name, r.writer) for r in self.registrations if r.writer is not None]
 
     def work(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         """The leader-only loops, by name."""
-        return [
-            ("clusters", self.clusters.run),
-            ("gpu-nodes", self.gpu_nodes.run),
-            ("pools", self.pools.run),
-            ("pods", self.pods.run),
-            ("gpu-status", self.gpu_status.run),
-            ("quota-status", self.quota_status.run),
-            ("taint", self.taint.run),
-            ("replica-recount", self.recount.run),
-            ("workloads", self.workloads.run),
-            ("provider-configs", self.provider_configs.run),
-            ("hypervisor-pods", self.hypervisor_pods.run),
-            ("rollout", self.rollout.run),
-            ("problems", self.problems.run),
-        ]
+        return [(r.name, r.reconciler.run) for r in self.registrations]

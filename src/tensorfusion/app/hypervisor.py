@@ -1,11 +1,11 @@
 """`tensor-fusion hypervisor`: the node agent process (deployment.md §9).
 
-It reads its pod's environment (`HypervisorEnvironment`), picks the GPU provider (the simulated
-file of `TF_SIMULATED_GPUS`, else NVML), and runs under one Supervisor: the discovery and
-heartbeat loops (`NodeAgent`), a cache of the pods bound to its node (the worker pods whose
-index resources it allocates), the kubelet device plugins of the 16 index resources (unless
-`TF_KUBELET_DEVICE_PLUGIN=false`; they give a worker's GPUs only for an allocation the leader
-committed, `WorkerDevices`), the metrics loop (usage and log rows for
+It reads its flags and its pod's environment (`HypervisorSettings`), picks the GPU provider
+(the simulated file of `TF_SIMULATED_GPUS`, else NVML), and runs under one Supervisor: the
+discovery and heartbeat loops (`NodeAgent`), a cache of the pods bound to its node (the worker
+pods whose index resources it allocates), the kubelet device plugins of the 16 index resources
+(unless `TF_KUBELET_DEVICE_PLUGIN=false`; they give a worker's GPUs only for an allocation the
+leader committed, `WorkerDevices`), the metrics loop (usage and log rows for
 `TF_METRICS_WRITE_URL`, when set), the device-plugin coexistence loop (with
 `DETECT_IN_USED_GPUS=true`) and HTTP on `HYPERVISOR_PORT`. Exit 0 on SIGTERM or SIGINT,
 2 on a bad flag, variable or provider file.
@@ -13,7 +13,6 @@ committed, `WorkerDevices`), the metrics loop (usage and log rows for
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import signal
@@ -38,9 +37,10 @@ from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceInfo, DeviceProvider, ProviderError
 from tensorfusion.domain.devices.tflops import lookup_tflops, parse_hardware_metadata
-from tensorfusion.domain.durations import DurationError, parse_go_duration
+from tensorfusion.domain.settings.controller_flags import FlagError
 from tensorfusion.domain.settings.environment_values import EnvironmentValueError
 from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnvironment
+from tensorfusion.domain.settings.hypervisor_settings import HypervisorSettings
 from tensorfusion.hypervisor.agent import NodeAgent
 from tensorfusion.hypervisor.agent_http import create_agent_app
 from tensorfusion.hypervisor.device_usage import DeviceUsageLoop
@@ -57,23 +57,6 @@ _log = logging.getLogger(__name__)
 EXIT_BAD_INPUT: Final = 2
 
 
-class _ArgumentError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _ArgumentError(message)
-
-
-def _arguments(argv: Sequence[str]) -> argparse.Namespace:
-    parser = _Parser(prog="tensor-fusion hypervisor", add_help=False)
-    parser.add_argument("--kubeconfig", default=None)
-    parser.add_argument("--discovery-interval", default=None)
-    parser.add_argument("--log-format", choices=("text", "json"), default="text")
-    return parser.parse_args(list(argv))
-
-
 def _provider(env: HypervisorEnvironment) -> DeviceProvider:
     if env.simulated_gpus:
         return SimulatedFileProvider(Path(env.simulated_gpus), node_name=env.node)
@@ -85,23 +68,20 @@ async def run_hypervisor(
 ) -> int:
     """Run the agent until a signal; returns the exit code."""
     try:
-        args = _arguments(argv)
-        env = HypervisorEnvironment.from_mapping(environ)
-        discovery_s = env.discovery_interval_s
-        if args.discovery_interval:
-            discovery_s = parse_go_duration(args.discovery_interval) / 1e9
-    except (_ArgumentError, EnvironmentValueError, DurationError) as error:
+        settings = HypervisorSettings.read(argv, environ)
+    except (FlagError, EnvironmentValueError) as error:
         configure_logging("text", "info")
         _log.error("%s", error)
         return EXIT_BAD_INPUT
-    configure_logging(args.log_format, env.log_level)
+    env, discovery_s = settings.env, settings.discovery_interval_s
+    configure_logging(settings.flags.log_format, env.log_level)
     for warning in env.warnings:
         _log.warning("%s", warning)
     try:
         hardware = parse_hardware_metadata(env.hardware_metadata, "TF_PROVIDER_HARDWARE_METADATA")
         catalogue = load_gpu_catalogue()
         provider = _provider(env)
-        client = client or make_client(args.kubeconfig)
+        client = client or make_client(settings.flags.kubeconfig)
     except (ProviderError, KubeClientError) as error:
         _log.error("%s", error)
         return EXIT_BAD_INPUT

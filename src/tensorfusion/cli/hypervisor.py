@@ -8,8 +8,10 @@ import os
 import typer
 
 from tensorfusion.app.hypervisor import run_hypervisor
+from tensorfusion.cli.controller import command_help
+from tensorfusion.domain.settings.hypervisor_settings import hypervisor_usage
 
-__all__ = ["hypervisor"]
+__all__ = ["HELP", "hypervisor"]
 
 
 def hypervisor(ctx: typer.Context) -> None:
@@ -21,3 +23,7 @@ def hypervisor(ctx: typer.Context) -> None:
     Exit 2 on a bad flag, variable or simulated-provider file.
     """
     raise typer.Exit(asyncio.run(run_hypervisor(list(ctx.args), os.environ)))
+
+
+HELP = command_help(hypervisor.__doc__, hypervisor_usage())
+"""`--help`: the docstring, then every flag and variable with its default (from the tables)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
 
@@ -22,6 +22,7 @@ __all__ = [
     "FlagSpec",
     "PortRange",
     "parse_controller_flags",
+    "parse_flags",
 ]
 
 DEFAULT_CONFIG_DIR: Final = "/etc/tensor-fusion/config"
@@ -83,13 +84,19 @@ class ControllerFlags:
 
 @dataclass(frozen=True, slots=True)
 class FlagSpec:
-    """One flag: its attribute, whether it is boolean, and how its value is read."""
+    """One flag: its attribute, whether it is boolean, how its value is read, and its help (the
+    default is the `ControllerFlags` field's)."""
 
     name: str
     attribute: str | None
     boolean: bool
     read: Callable[[str, str], Any] | None = None
     notice: str | None = None
+    help: str = ""
+    value: str = "string"
+    """The value's type as the help shows it."""
+    default_text: str | None = None
+    """The default as the help shows it, for a flag with no field (or a None default)."""
 
 
 def _address(flag: str, value: str) -> str:
@@ -178,37 +185,67 @@ METRICS_SECURE_REFUSED: Final = (
 is on."""
 
 FLAGS: Final[tuple[FlagSpec, ...]] = (
-    FlagSpec("metrics-bind-address", "metrics_bind_address", False, _metrics_address),
-    FlagSpec("health-probe-bind-address", "health_probe_bind_address", False, _address),
-    FlagSpec("leader-elect", "leader_elect", True),
+    FlagSpec("metrics-bind-address", "metrics_bind_address", False, _metrics_address,
+             value="address",
+             help="Where /metrics is served (host:port or :port); 0 turns it off."),
+    FlagSpec("health-probe-bind-address", "health_probe_bind_address", False, _address,
+             value="address", help="Where /healthz and /readyz are served."),
+    FlagSpec("leader-elect", "leader_elect", True,
+             help="Campaign for the Lease; only the leader runs the leader-only work. Without "
+                  "it this replica leads alone."),
     FlagSpec("enable-auto-scale", "enable_auto_scale", True,
-             notice=_NO_EFFECT.format(what="autoscaler")),
+             notice=_NO_EFFECT.format(what="autoscaler"),
+             help="Accepted; no effect in this version (there is no autoscaler)."),
     FlagSpec("enable-auto-expander", "enable_auto_expander", True,
-             notice=_NO_EFFECT.format(what="node expander")),
-    FlagSpec("enable-alert", "enable_alert", True),
-    FlagSpec("alert-manager-addr", "alert_manager_addr", False, _urls),
-    FlagSpec("dynamic-config", "dynamic_config", False, _path),
-    FlagSpec("scheduler-config", "scheduler_config", False, _path),
-    FlagSpec("kube-scheduler-path", "kube_scheduler_path", False, _path),
+             notice=_NO_EFFECT.format(what="node expander"),
+             help="Accepted; no effect in this version (there is no node expander)."),
+    FlagSpec("enable-alert", "enable_alert", True,
+             help="Evaluate the alert rules of the dynamic config on the leader."),
+    FlagSpec("alert-manager-addr", "alert_manager_addr", False, _urls, value="urls",
+             help="Alertmanager URLs (comma list) alerts are sent to; empty: the release's "
+                  "Alertmanagers are discovered."),
+    FlagSpec("dynamic-config", "dynamic_config", False, _path, value="path",
+             help="The hot-reloaded config.yaml (alert rules, crash guard, metric labels)."),
+    FlagSpec("scheduler-config", "scheduler_config", False, _path, value="path",
+             help="The kube-scheduler configuration; out of a pod, when the default file is "
+                  "absent, the chart's default."),
+    FlagSpec("kube-scheduler-path", "kube_scheduler_path", False, _path, value="path",
+             help="The kube-scheduler binary the leader runs with the extender."),
     FlagSpec("scheduler-extender-bind-address", "scheduler_extender_bind_address", False,
-             _loopback_address),
-    FlagSpec("agent-readiness", "agent_readiness", False, _choice("pod", "heartbeat")),
-    FlagSpec("gpu-info-config", "gpu_info_config", False, _path),
-    FlagSpec("metrics-secure", "metrics_secure", True),
-    FlagSpec("enable-http2", "enable_http2", True),
-    FlagSpec("host-port-range", "host_port_range", False, _port_range),
-    FlagSpec("cluster-host-port-range", "cluster_host_port_range", False, _port_range),
+             _loopback_address, value="address",
+             help="The loopback address of the scheduler extender (for the leader's own "
+                  "kube-scheduler)."),
+    FlagSpec("agent-readiness", "agent_readiness", False, _choice("pod", "heartbeat"),
+             value="pod|heartbeat",
+             help="When a node agent counts as ready: its pod Ready, or a heartbeat newer "
+                  "than its pod."),
+    FlagSpec("gpu-info-config", "gpu_info_config", False, _path, value="path",
+             help="Accepted; the GPU catalogue is built in."),
+    FlagSpec("metrics-secure", "metrics_secure", True,
+             help="Refused when true: /metrics is plain HTTP in this version."),
+    FlagSpec("enable-http2", "enable_http2", True, help="Accepted; no effect in this version."),
+    FlagSpec("host-port-range", "host_port_range", False, _port_range, value="first-last",
+             help="Accepted; no effect in this version."),
+    FlagSpec("cluster-host-port-range", "cluster_host_port_range", False, _port_range,
+             value="first-last", help="Accepted; no effect in this version."),
     FlagSpec("compatible-with-nvidia-container-toolkit",
-             "compatible_with_nvidia_container_toolkit", True),
-    FlagSpec("kubeconfig", "kubeconfig", False, _path),
-    FlagSpec("log-format", "log_format", False, _choice("text", "json")),
-    FlagSpec("zap-log-level", "log_level", False, _choice("debug", "info", "error")),
-    FlagSpec("zap-devel", None, True),
-    FlagSpec("v", None, False, _any),
-    FlagSpec("metrics-path", None, False, _any,
-             notice="accepted and ignored: there is no metrics file any more"),
+             "compatible_with_nvidia_container_toolkit", True,
+             help="Accepted; no effect in this version."),
+    FlagSpec("kubeconfig", "kubeconfig", False, _path, value="path",
+             default_text='"" (the in-cluster configuration)',
+             help="The kubeconfig file, out of a pod."),
+    FlagSpec("log-format", "log_format", False, _choice("text", "json"), value="text|json",
+             help="Log lines as text or one JSON object per line."),
+    FlagSpec("zap-log-level", "log_level", False, _choice("debug", "info", "error"),
+             value="debug|info|error", help="The log level."),
+    FlagSpec("zap-devel", None, True, default_text="false",
+             help="Accepted (controller-runtime's logging flag); no effect."),
+    FlagSpec("v", None, False, _any, value="level", default_text='""',
+             help="Accepted (klog's verbosity); no effect."),
+    FlagSpec("metrics-path", None, False, _any, value="path", default_text='""',
+             notice="accepted and ignored: there is no metrics file any more",
+             help="Accepted and ignored: there is no metrics file any more."),
 )  # fmt: skip
-_BY_NAME: Final[Mapping[str, FlagSpec]] = {spec.name: spec for spec in FLAGS}
 
 
 def _boolean(flag: str, value: str) -> bool:
@@ -219,8 +256,8 @@ def _boolean(flag: str, value: str) -> bool:
     raise FlagError(f'-{flag}: invalid value "{value}": a boolean flag takes true or false')
 
 
-def _unknown(flag: str) -> FlagError:
-    valid = ", ".join(f"-{spec.name}" for spec in sorted(FLAGS, key=lambda s: s.name))
+def _unknown(flag: str, specs: Sequence[FlagSpec]) -> FlagError:
+    valid = ", ".join(f"-{spec.name}" for spec in sorted(specs, key=lambda s: s.name))
     return FlagError(f"unknown flag -{flag}; valid flags: {valid}")
 
 
@@ -229,6 +266,20 @@ def parse_controller_flags(argv: Sequence[str]) -> ControllerFlags:
     args = list(argv)
     if args and not args[0].startswith("-") and args[0].rsplit("/", 1)[-1] == "manager":
         args = args[1:]
+    values, given, notices = parse_flags(args, FLAGS, "the controller")
+    if values.get("metrics_secure"):
+        raise FlagError(METRICS_SECURE_REFUSED)
+    known = {f.name for f in fields(ControllerFlags)}
+    assert set(values) <= known
+    return ControllerFlags(**values, given=frozenset(given), notices=notices)
+
+
+def parse_flags(
+    args: Sequence[str], specs: Sequence[FlagSpec], program: str
+) -> tuple[dict[str, Any], frozenset[str], tuple[str, ...]]:
+    """Go-style flags of the table `specs`: the values by attribute, the flags given (by
+    name) and the notices of flags accepted with no effect; FlagError names a bad one."""
+    by_name = {spec.name: spec for spec in specs}
     values: dict[str, Any] = {}
     given: set[str] = set()
     notices: list[str] = []
@@ -239,15 +290,15 @@ def parse_controller_flags(argv: Sequence[str]) -> ControllerFlags:
         if arg == "--":
             if position < len(args):
                 raise FlagError(
-                    f'unexpected argument "{args[position]}": the controller takes flags only'
+                    f'unexpected argument "{args[position]}": {program} takes flags only'
                 )
             break
         if not arg.startswith("-") or arg in ("-", "---") or arg.startswith("---"):
-            raise FlagError(f'unexpected argument "{arg}": the controller takes flags only')
+            raise FlagError(f'unexpected argument "{arg}": {program} takes flags only')
         name, has_value, value = arg.lstrip("-").partition("=")
-        spec = _BY_NAME.get(name)
+        spec = by_name.get(name)
         if spec is None:
-            raise _unknown(name)
+            raise _unknown(name, specs)
         if spec.boolean:
             parsed: Any = _boolean(name, value) if has_value else True
         else:
@@ -263,8 +314,4 @@ def parse_controller_flags(argv: Sequence[str]) -> ControllerFlags:
             notices.append(f"-{name}: {spec.notice}")
         if spec.attribute is not None:
             values[spec.attribute] = parsed
-    if values.get("metrics_secure"):
-        raise FlagError(METRICS_SECURE_REFUSED)
-    known = {f.name for f in fields(ControllerFlags)}
-    assert set(values) <= known
-    return ControllerFlags(**values, given=frozenset(given), notices=tuple(dict.fromkeys(notices)))
+    return values, frozenset(given), tuple(dict.fromkeys(notices))

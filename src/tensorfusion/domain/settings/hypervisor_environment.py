@@ -10,20 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.metrics.extra_tags import parse_extra_labels
 from tensorfusion.domain.metrics.schema import DEFAULT_AGENT_SAMPLE_INTERVAL_S
-from tensorfusion.domain.settings.environment_values import (
-    EnvironmentValueError,
-    env_bool,
-    env_isolation_policy,
-    env_port,
+from tensorfusion.domain.settings.environment_values import EnvironmentValueError
+from tensorfusion.domain.settings.variables import (
+    Reader,
+    Variable,
+    Warned,
+    read_boolean,
+    read_isolation_policy,
+    read_port,
+    read_raw,
+    read_variables,
 )
 from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy
 
-__all__ = ["LOG_LEVELS", "HypervisorEnvironment"]
+__all__ = ["HYPERVISOR_VARIABLES", "LOG_LEVELS", "HypervisorEnvironment"]
 
 LOG_LEVELS: Final = ("debug", "info", "warn", "error")
 DEFAULT_PORT: Final = 8000
@@ -33,21 +38,110 @@ DEFAULT_DISCOVERY_INTERVAL_S: Final = 600.0
 HEARTBEAT_INTERVAL_S: Final = 30.0
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
-    text = env.get(name, "").strip()
+def _seconds(minimum: float) -> Reader:
+    """A Go duration (`10s`, `1m`) of at least `minimum` seconds, as seconds."""
+
+    def read(env: Mapping[str, str], name: str, default: Any) -> Any:
+        text = env.get(name, "").strip()
+        if not text:
+            return default
+        try:
+            seconds = parse_go_duration(text) / 1e9
+        except DurationError:
+            raise EnvironmentValueError(
+                f'{name}: invalid value "{text}": must be a duration such as 10s or 1m'
+            ) from None
+        if seconds < minimum:
+            raise EnvironmentValueError(
+                f'{name}: invalid value "{text}": must be at least {minimum:g}s'
+            )
+        return seconds
+
+    return read
+
+
+def _node(env: Mapping[str, str], name: str, default: Any) -> Any:
+    node = env.get(name, "").strip()
+    if not node:
+        raise EnvironmentValueError(f"{name}: not set: must name the node this agent serves")
+    return node
+
+
+def _log_level(env: Mapping[str, str], name: str, default: Any) -> Any:
+    level = env.get(name, "").strip().lower() or default
+    if level == "warning":
+        level = "warn"
+    if level not in LOG_LEVELS:
+        return Warned(default, (
+            f'{name}: invalid value "{env.get(name)}": must be one of '
+            f"{', '.join(LOG_LEVELS)}; using {default}",
+        ))  # fmt: skip
+    return level
+
+
+def _extra_labels(env: Mapping[str, str], name: str, default: Any) -> Any:
+    labels, warnings = parse_extra_labels(env.get(name, ""), name)
+    return Warned(labels, tuple(warnings))
+
+
+def _isolation_mode(env: Mapping[str, str], name: str, default: Any) -> Any:
+    modes = {m.value: m for m in IsolationMode}
+    text = env.get(name, "").strip().lower()
     if not text:
         return default
-    try:
-        seconds = parse_go_duration(text) / 1e9
-    except DurationError:
+    if text not in modes:
         raise EnvironmentValueError(
-            f'{name}: invalid value "{text}": must be a duration such as 10s or 1m'
-        ) from None
-    if seconds < minimum:
-        raise EnvironmentValueError(
-            f'{name}: invalid value "{text}": must be at least {minimum:g}s'
+            f'{name}: invalid value "{env.get(name)}": must be one of {", ".join(modes)}'
         )
-    return seconds
+    return modes[text]
+
+
+HYPERVISOR_VARIABLES: Final[tuple[Variable, ...]] = (
+    Variable("GPU_NODE_NAME", "node", "name", "The node (and GPUNode) this agent serves.",
+             _node, default_text="none: required"),
+    Variable("POD_NAME", "pod_name", "name", "This agent's pod."),
+    Variable("TENSOR_FUSION_POOL_NAME", "pool", "name", "The node's GPUPool."),
+    Variable("HYPERVISOR_PORT", "port", "port",
+             "/healthz, /readyz and POST /api/v1/devices/discover.", read_port),
+    Variable("HYPERVISOR_BIND_HOST", "bind_host", "host",
+             "The address to listen on; empty for every interface."),
+    Variable("DETECT_IN_USED_GPUS", "detect_in_used_gpus", "bool",
+             "Watch which GPUs another device plugin's pods use.", read_boolean),
+    Variable("TF_ISOLATION_MODE_POLICY", "isolation_policy", "static|dynamic",
+             "The pool's isolation policy.", read_isolation_policy),
+    Variable("TF_ISOLATION_MODE", "isolation_mode", "|".join(m.value for m in IsolationMode),
+             "The pool's isolation mode.", _isolation_mode),
+    Variable("TF_PROVIDER_HARDWARE_METADATA", "hardware_metadata", "json|yaml",
+             "The ProviderConfig's hardwareMetadata."),
+    Variable("TF_KUBELET_DEVICE_PLUGIN", "device_plugin", "bool",
+             "Register the index resources with the kubelet; false where there is none.",
+             read_boolean),
+    Variable("TF_LOG_LEVEL", "log_level", "|".join(LOG_LEVELS),
+             "The log level; a bad one is a warning and info.", _log_level),
+    Variable("TF_METRICS_INTERVAL", "metrics_interval_s", "duration",
+             f"How often usage is sampled and written (at least {MIN_METRICS_INTERVAL_S:g}s).",
+             _seconds(MIN_METRICS_INTERVAL_S)),
+    Variable("TF_DISCOVERY_INTERVAL", "discovery_interval_s", "duration",
+             "How often devices are discovered (--discovery-interval overrides it).",
+             _seconds(1.0)),
+    Variable("TF_HEARTBEAT_INTERVAL", "heartbeat_interval_s", "duration",
+             "How often the GPUNode's heartbeat is written.", _seconds(1.0)),
+    Variable("TF_METRICS_WRITE_URL", "metrics_write_url", "url",
+             "Where usage and log rows are written; empty: not written."),
+    Variable("TF_METRICS_WRITE_DB", "metrics_write_db", "name", "The metrics database."),
+    Variable("TF_METRICS_WRITE_USER", "metrics_write_user", "name", "The write user.", read_raw),
+    Variable("TF_METRICS_WRITE_PASSWORD", "metrics_write_password", "secret",
+             "The write password.", read_raw),
+    Variable("TF_METRICS_WRITE_TOKEN_FILE", "metrics_write_token_file", "path",
+             "The bearer token sent with metric writes; empty: none."),
+    Variable("TF_METRICS_WRITE_CA_FILE", "metrics_write_ca_file", "path",
+             "The CA of an HTTPS write URL; empty: the system's CAs."),
+    Variable("TF_SIMULATED_GPUS", "simulated_gpus", "path",
+             "A simulated provider file (tests, demos); empty: NVML."),
+    Variable("TF_HYPERVISOR_METRICS_EXTRA_LABELS", "metrics_extra_labels", "json",
+             "metricsExtraPodLabels for tf_worker_usage.", _extra_labels),
+)  # fmt: skip
+"""Every variable of the node agent, in the order they are read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,59 +193,6 @@ class HypervisorEnvironment:
 
     @classmethod
     def from_mapping(cls, env: Mapping[str, str]) -> HypervisorEnvironment:
-        """Read the agent's variables from an environment mapping."""
-        node = env.get("GPU_NODE_NAME", "").strip()
-        if not node:
-            raise EnvironmentValueError(
-                "GPU_NODE_NAME: not set: must name the node this agent serves"
-            )
-        warnings: list[str] = []
-        level = env.get("TF_LOG_LEVEL", "").strip().lower() or "info"
-        if level == "warning":
-            level = "warn"
-        if level not in LOG_LEVELS:
-            warnings.append(
-                f'TF_LOG_LEVEL: invalid value "{env.get("TF_LOG_LEVEL")}": must be one of '
-                f"{', '.join(LOG_LEVELS)}; using info"
-            )
-            level = "info"
-        extra, extra_warnings = parse_extra_labels(
-            env.get("TF_HYPERVISOR_METRICS_EXTRA_LABELS", ""), "TF_HYPERVISOR_METRICS_EXTRA_LABELS"
-        )
-        warnings.extend(extra_warnings)
-        mode_text = env.get("TF_ISOLATION_MODE", "").strip().lower() or "soft"
-        modes = {m.value: m for m in IsolationMode}
-        if mode_text not in modes:
-            raise EnvironmentValueError(
-                f'TF_ISOLATION_MODE: invalid value "{env.get("TF_ISOLATION_MODE")}": must be '
-                f"one of {', '.join(modes)}"
-            )
-        return cls(
-            node=node,
-            pod_name=env.get("POD_NAME", "").strip(),
-            pool=env.get("TENSOR_FUSION_POOL_NAME", "").strip(),
-            port=env_port(env, "HYPERVISOR_PORT", DEFAULT_PORT),
-            bind_host=env.get("HYPERVISOR_BIND_HOST", "").strip(),
-            detect_in_used_gpus=env_bool(env, "DETECT_IN_USED_GPUS", False),
-            isolation_policy=env_isolation_policy(env, "TF_ISOLATION_MODE_POLICY"),
-            isolation_mode=modes[mode_text],
-            hardware_metadata=env.get("TF_PROVIDER_HARDWARE_METADATA", "").strip(),
-            device_plugin=env_bool(env, "TF_KUBELET_DEVICE_PLUGIN", True),
-            log_level=level,
-            metrics_interval_s=_seconds(
-                env, "TF_METRICS_INTERVAL", DEFAULT_METRICS_INTERVAL_S, MIN_METRICS_INTERVAL_S
-            ),
-            discovery_interval_s=_seconds(
-                env, "TF_DISCOVERY_INTERVAL", DEFAULT_DISCOVERY_INTERVAL_S, 1.0
-            ),
-            heartbeat_interval_s=_seconds(env, "TF_HEARTBEAT_INTERVAL", HEARTBEAT_INTERVAL_S, 1.0),
-            metrics_write_url=env.get("TF_METRICS_WRITE_URL", "").strip(),
-            metrics_write_db=env.get("TF_METRICS_WRITE_DB", "").strip(),
-            metrics_write_user=env.get("TF_METRICS_WRITE_USER", ""),
-            metrics_write_password=env.get("TF_METRICS_WRITE_PASSWORD", ""),
-            metrics_write_token_file=env.get("TF_METRICS_WRITE_TOKEN_FILE", "").strip(),
-            metrics_write_ca_file=env.get("TF_METRICS_WRITE_CA_FILE", "").strip(),
-            simulated_gpus=env.get("TF_SIMULATED_GPUS", "").strip(),
-            metrics_extra_labels=extra,
-            warnings=tuple(warnings),
-        )
+        """Read the agent's variables (`HYPERVISOR_VARIABLES`) from an environment mapping."""
+        values, warnings = read_variables(HYPERVISOR_VARIABLES, env, cls(node=""))
+        return cls(**values, warnings=warnings)
