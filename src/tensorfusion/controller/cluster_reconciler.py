@@ -12,7 +12,6 @@ from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
-from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.desired_state.clusters import cluster_status
 from tensorfusion.domain.desired_state.objects import merge_patch
 from tensorfusion.domain.desired_state.pools import (
@@ -49,14 +48,12 @@ class ClusterReconciler:
         fence: Fence,
         recorder: EventSink | None,
         clock: Callable[[], float],
-        keys: Keys = KEYS,
         workers: int = 1,
         min_interval: float = 1.0,
     ) -> None:
         self._clusters = clusters
         self._pools = pools
         self._clock = clock
-        self._keys = keys
         self.writer = FencedWriter(client, fence, events=recorder)
         self.loop: ReconcileLoop[str] = ReconcileLoop(
             "tensorfusioncluster", self.reconcile, workers=workers, min_interval=min_interval
@@ -70,9 +67,9 @@ class ClusterReconciler:
 
     def on_pool(self, event: InformerEvent) -> None:
         """A GPUPool changed: its cluster sums again (and recreates it when it was deleted)."""
-        cluster = pool_owner_cluster(event.obj, self._keys)
+        cluster = pool_owner_cluster(event.obj)
         if not cluster and event.old is not None:
-            cluster = pool_owner_cluster(event.old, self._keys)
+            cluster = pool_owner_cluster(event.old)
         if cluster:
             self.loop.add(cluster)
 
@@ -89,7 +86,7 @@ class ClusterReconciler:
             return None  # its pools go with it (owner references)
         if not is_deleting(cluster):
             await self._sync_pools(cluster)
-        wanted = [name_of(body) for body in desired_pools(cluster, self._keys)]
+        wanted = [name_of(body) for body in desired_pools(cluster)]
         pools = {pool: self._pools.get(pool) for pool in wanted}
         now = format_rfc3339(self._clock())
         ready_before = set(status_of(cluster).get("readyGPUPools") or ())
@@ -113,7 +110,7 @@ class ClusterReconciler:
 
     async def _sync_pools(self, cluster: Obj) -> None:
         subject = involved("TensorFusionCluster", cluster)
-        for body in desired_pools(cluster, self._keys):
+        for body in desired_pools(cluster):
             pool_name = name_of(body)
             current = self._pools.get(pool_name)
             if current is None:
@@ -139,7 +136,7 @@ class ClusterReconciler:
                 await self.writer.replace_fresh(
                     "GPUPool", pool_name, _updater(body), cached=current
                 )
-        for pool_name in pools_to_delete(cluster, self._pools.list(), self._keys):
+        for pool_name in pools_to_delete(cluster, self._pools.list()):
             if await self.writer.delete("GPUPool", pool_name):
                 message = f"deleted GPUPool {pool_name}: removed from spec.gpuPools"
                 _log.info("cluster %s: %s", name_of(cluster), message)

@@ -33,7 +33,6 @@ from tensorfusion.domain.annotations import (
     COMPONENT_HYPERVISOR,
     COMPONENT_WORKER,
     KEYS,
-    Keys,
 )
 from tensorfusion.domain.desired_state.gpu_nodes import AgentReadinessMode, agent_readiness
 from tensorfusion.domain.desired_state.hypervisor_pods import hypervisor_pod_name
@@ -95,7 +94,6 @@ class ComponentRollout:
         fence: Fence,
         recorder: EventSink | None,
         clock: Callable[[], float],
-        keys: Keys = KEYS,
         min_interval: float = 1.0,
     ) -> None:
         self._pools = pools
@@ -105,7 +103,6 @@ class ComponentRollout:
         self._agents = agents
         self._mode = agent_readiness_mode
         self._clock = clock
-        self._keys = keys
         self.writer = FencedWriter(client, fence, events=recorder)
         self.loop: ReconcileLoop[str] = ReconcileLoop(
             "rollout", self.reconcile, min_interval=min_interval
@@ -132,7 +129,7 @@ class ComponentRollout:
         """A client pod came or went: its pool, when a client rollout runs there."""
         if event.kind is EventKind.MODIFIED:
             return
-        pool = labels_of(event.obj).get(self._keys.gpupool)
+        pool = labels_of(event.obj).get(KEYS.gpupool)
         if pool:
             self.loop.add(pool)
 
@@ -141,7 +138,7 @@ class ComponentRollout:
         self.loop.add(pool)
 
     def _add_pool_of(self, obj: Obj) -> None:
-        pool = labels_of(obj).get(self._keys.managed_by)
+        pool = labels_of(obj).get(KEYS.managed_by)
         if pool:
             self.loop.add(pool)
 
@@ -163,11 +160,11 @@ class ComponentRollout:
         for component, component_hash, instances in self._components(pool, now_s):
             if component_hash is None:
                 continue
-            record = rollout_record(pool, component, self._keys)
+            record = rollout_record(pool, component)
             plans[component] = plan_rollout(
                 component_hash=component_hash,
                 recorded_hash=_recorded(status, component),
-                policy=rollout_policy(pool, component, self._keys),
+                policy=rollout_policy(pool, component),
                 nodes=instances, in_progress=record.in_progress,
                 last_batch_at=record.last_batch_at, now=now,
             )  # fmt: skip
@@ -193,7 +190,7 @@ class ComponentRollout:
         for gpu_node in self._gpu_nodes.list():
             name = name_of(gpu_node)
             sync = self._agents.sync.get(name)
-            if labels_of(gpu_node).get(self._keys.managed_by) != pool or is_deleting(gpu_node):
+            if labels_of(gpu_node).get(KEYS.managed_by) != pool or is_deleting(gpu_node):
                 continue
             if sync is None or not sync.desired_hash:
                 continue  # not judged yet, or no Node to render for
@@ -206,11 +203,11 @@ class ComponentRollout:
         found = []
         for pod in self._client_pods.list():
             labels = labels_of(pod)
-            if labels.get(self._keys.gpupool) != pool or controller_of(pod) is None:
+            if labels.get(KEYS.gpupool) != pool or controller_of(pod) is None:
                 continue
             if is_deleting(pod) or status_of(pod).get("phase") in _ENDED:
                 continue
-            current = labels.get(self._keys.pod_template_hash)
+            current = labels.get(KEYS.pod_template_hash)
             key = f"{metadata_of(pod).get('namespace')}/{name_of(pod)}"
             found.append(NodeRollout(key, _created(pod), current == target,
                                      status_of(pod).get("phase") == "Running"))  # fmt: skip
@@ -232,10 +229,10 @@ class ComponentRollout:
         stamp = format_rfc3339(now_s)
         annotations: dict[str, str | None] = {}
         for component, plan in plans.items():
-            annotations.update(record_annotations(pool, component, plan, stamp, self._keys))
+            annotations.update(record_annotations(pool, component, plan, stamp))
         if annotations:
             await self.writer.patch("GPUPool", name, {"metadata": {"annotations": annotations}})
-        policy = rollout_policy(pool, COMPONENT_HYPERVISOR, self._keys)
+        policy = rollout_policy(pool, COMPONENT_HYPERVISOR)
         window, _, invalid = window_condition(policy, now)
         generation = metadata_of(pool).get("generation")
         maintenance, synced = rollout_conditions(

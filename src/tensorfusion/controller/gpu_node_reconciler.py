@@ -17,7 +17,7 @@ from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.capacity_figures import node_capacity
 from tensorfusion.domain.allocator.mapping import HOSTNAME_KEY
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.gpu_nodes import (
     STALE,
     AgentReadiness,
@@ -88,7 +88,6 @@ class GPUNodeReconciler:
         clock: Callable[[], float],
         initial_selector: str = "nvidia.com/gpu.present=true",
         agent_readiness: AgentReadinessMode = "pod",
-        keys: Keys = KEYS,
         workers: int = 2,
         change_interval: float = 1.0,
         sleep: Sleep = asyncio.sleep,
@@ -102,7 +101,6 @@ class GPUNodeReconciler:
         self._clock = clock
         self._initial = parse_label_query(initial_selector)
         self._mode: AgentReadinessMode = agent_readiness
-        self._keys = keys
         self._change_interval = change_interval
         self._sleep = sleep
         self.writer = FencedWriter(client, fence, events=recorder)
@@ -132,7 +130,7 @@ class GPUNodeReconciler:
         old = event.old
         forward = old is not None and (heartbeat_time(event.obj) or 0.0) >= (
             heartbeat_time(old) or 0.0)  # fmt: skip
-        if event.changed(lambda o: _comparable(o, self._keys, ignore_beat=forward)):
+        if event.changed(lambda o: _comparable(o, ignore_beat=forward)):
             self.loop.add(event.key.name)
 
     def on_gpu(self, event: InformerEvent) -> None:
@@ -235,7 +233,7 @@ class GPUNodeReconciler:
         if gpu_node is None:
             try:
                 gpu_node = await self.writer.create(
-                    "GPUNode", gpu_node_body(name, pool, match.vendor, self._keys)
+                    "GPUNode", gpu_node_body(name, pool, match.vendor)
                 )
                 _log.info("created GPUNode %s in pool %s", name, match.pool)
             except KubeError as error:
@@ -244,10 +242,10 @@ class GPUNodeReconciler:
                 gpu_node = await self.writer.read("GPUNode", name)
                 if gpu_node is None:
                     raise
-        if gpu_node_metadata_patch(gpu_node, pool, match.vendor, self._keys) is not None:
+        if gpu_node_metadata_patch(gpu_node, pool, match.vendor) is not None:
             gpu_node = await self.writer.patch_fresh(
                 "GPUNode", name,
-                lambda current: gpu_node_metadata_patch(current, pool, match.vendor, self._keys),
+                lambda current: gpu_node_metadata_patch(current, pool, match.vendor),
                 cached=gpu_node,
             )  # fmt: skip
             if gpu_node is None:
@@ -256,7 +254,7 @@ class GPUNodeReconciler:
 
     async def _delete_gpu_node(self, gpu_node: Obj) -> bool:
         """Delete a GPUNode the controller manages (not one made by hand, nor twice)."""
-        if not is_managed_gpu_node(gpu_node, self._keys) or is_deleting(gpu_node):
+        if not is_managed_gpu_node(gpu_node) or is_deleting(gpu_node):
             return False
         return await self.writer.delete("GPUNode", name_of(gpu_node))
 
@@ -311,7 +309,7 @@ class GPUNodeReconciler:
         gpu = self._gpus.get(gpu_name)
         if gpu is None:
             return
-        since = missing_since(gpu, self._keys)
+        since = missing_since(gpu)
         if since and self._missing_reported.get(gpu_name) != since:
             self._missing_reported[gpu_name] = since
             message = (
@@ -323,21 +321,21 @@ class GPUNodeReconciler:
             await self.writer.note(involved("GPUNode", gpu_node), "Warning", GPU_MISSING, message)
         elif not since:
             self._missing_reported.pop(gpu_name, None)
-        if gpu_phase(gpu, readiness.ready, self._keys) is None:
+        if gpu_phase(gpu, readiness.ready) is None:
             return
 
         def build(current: Obj) -> dict[str, Any] | None:
-            phase = gpu_phase(current, readiness.ready, self._keys)
+            phase = gpu_phase(current, readiness.ready)
             return {"status": {"phase": phase}} if phase else None
 
         await self.writer.patch_fresh("GPU", gpu_name, build, status=True, cached=gpu)
 
 
-def _comparable(gpu_node: Obj, keys: Keys, *, ignore_beat: bool = True) -> dict[str, Any]:
+def _comparable(gpu_node: Obj, *, ignore_beat: bool = True) -> dict[str, Any]:
     """The GPUNode without what changes on every write of ours (version, `last-sync`) and,
     while it is Running and `ignore_beat`, without the time of its agent's last heartbeat."""
     metadata = {k: v for k, v in metadata_of(gpu_node).items() if k not in _IGNORED_METADATA}
-    annotations = {k: v for k, v in annotations_of(gpu_node).items() if k != keys.last_sync}
+    annotations = {k: v for k, v in annotations_of(gpu_node).items() if k != KEYS.last_sync}
     metadata["annotations"] = annotations
     status = dict(status_of(gpu_node))
     agent = status.get("hypervisorStatus")

@@ -20,6 +20,7 @@ from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.hypervisor_pod_decisions import (
     DEFAULT_MAX_CRASH_COUNT,
     PodAction,
@@ -111,7 +112,6 @@ class HypervisorPodReconciler:
         self._templates = templates
         self._providers = provider_configs
         self._settings = settings
-        self._keys = settings.keys
         self._max_crash_count = max_crash_count
         self._extra_labels = metrics_extra_labels
         self._wait_synced = wait_synced
@@ -172,7 +172,7 @@ class HypervisorPodReconciler:
 
     def _add_pools(self, pools: set[str]) -> None:
         for gpu_node in self._gpu_nodes.list():
-            if labels_of(gpu_node).get(self._keys.managed_by) in pools:
+            if labels_of(gpu_node).get(KEYS.managed_by) in pools:
                 self.loop.add(name_of(gpu_node))
 
     # ---- rollout ----------------------------------------------------------------------------
@@ -193,11 +193,10 @@ class HypervisorPodReconciler:
         """The pool's hypervisor configuration hash: the hash of its agent pod rendered for a
         placeholder node, so it changes with everything a pool shares (image, template, env,
         hardware metadata) and not with the nodes; None on a bad template."""
-        keys = self._keys
         placeholder: Obj = {"metadata": {"name": "node", "uid": "",
-                                         "labels": {keys.managed_by: name_of(pool)}}}  # fmt: skip
+                                         "labels": {KEYS.managed_by: name_of(pool)}}}  # fmt: skip
         try:
-            return pod_hash_of(self.render(placeholder, placeholder, pool), keys)
+            return pod_hash_of(self.render(placeholder, placeholder, pool))
         except HypervisorTemplateError:
             return None
 
@@ -211,7 +210,7 @@ class HypervisorPodReconciler:
 
     def render(self, gpu_node: Obj, node: Obj, pool: Obj) -> dict[str, object]:
         """The rendered agent pod of a GPUNode (`HypervisorTemplateError` on a bad template)."""
-        vendor = labels_of(gpu_node).get(self._keys.hardware_vendor) or _DEFAULT_VENDOR
+        vendor = labels_of(gpu_node).get(KEYS.hardware_vendor) or _DEFAULT_VENDOR
         template_name = (pool.get("spec") or {}).get("schedulingConfigTemplate")
         template = self._templates.get(str(template_name)) if template_name else None
         extra = dict(self._extra_labels())
@@ -234,7 +233,7 @@ class HypervisorPodReconciler:
                 for listener in self.sync_listeners:
                     listener(gone.pool)
             return None
-        pool_name = str(labels_of(gpu_node).get(self._keys.managed_by) or "")
+        pool_name = str(labels_of(gpu_node).get(KEYS.managed_by) or "")
         pool = self._pools.get(pool_name) if pool_name else None
         if pool is None:
             return None  # the pool's event brings the node back
@@ -256,13 +255,12 @@ class HypervisorPodReconciler:
                 await self._report_template(pool, str(error))
                 return None
             self._template_errors.pop(pool_name, None)
-        desired_hash = pod_hash_of(desired, self._keys) if desired is not None else ""
+        desired_hash = pod_hash_of(desired) if desired is not None else ""
         decision = decide_hypervisor_pod(
             gpu_node=gpu_node, node=node, pod=pod, desired_hash=desired_hash,
             max_crash_count=self._max_crash_count(), selected=name in self._selected,
-            keys=self._keys,
         )  # fmt: skip
-        current = pod_hash_of(pod, self._keys) if pod is not None and not is_deleting(pod) else None
+        current = pod_hash_of(pod) if pod is not None and not is_deleting(pod) else None
         if decision.action is PodAction.CREATE and desired is not None:
             await self._create(name, desired)
             current = desired_hash
@@ -294,7 +292,7 @@ class HypervisorPodReconciler:
             return  # the cache lags; the pod's event brings the next look
         self._created[name] = time.monotonic()
         _log.info("created agent pod %s on node %s (hash %s)", metadata_of(desired).get("name"),
-                  name, pod_hash_of(desired, self._keys))  # fmt: skip
+                  name, pod_hash_of(desired))  # fmt: skip
 
     async def _report_template(self, pool: Obj, message: str) -> None:
         name = name_of(pool)

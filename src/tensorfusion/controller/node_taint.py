@@ -21,7 +21,6 @@ from tensorfusion.domain.allocator.progressive_migration import (
     taints_with_progressive_taint,
     wants_progressive_taint,
 )
-from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.object_views import Obj
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
@@ -51,7 +50,6 @@ class ProgressiveTaintReconciler:
         fence: Fence,
         enabled: bool,
         recorder: EventSink | None = None,
-        keys: Keys = KEYS,
         workers: int = 1,
         change_interval: float = 1.0,
         sleep: Sleep = asyncio.sleep,
@@ -59,7 +57,6 @@ class ProgressiveTaintReconciler:
         self._nodes = nodes
         self._state = state
         self._enabled = enabled
-        self._keys = keys
         self._change_interval = change_interval
         self._sleep = sleep
         self.writer = FencedWriter(client, fence, events=recorder)
@@ -111,7 +108,7 @@ class ProgressiveTaintReconciler:
         def build(current: Obj) -> dict[str, Any] | None:
             state = self._state.allocator.nodes.get(name) if self._state.allocator else None
             wanted = state is not None and wants_progressive_taint(state)
-            taints = taints_with_progressive_taint(_taints(current), wanted, self._keys)
+            taints = taints_with_progressive_taint(_taints(current), wanted)
             return None if taints is None else {"spec": {"taints": taints}}
 
         await self.writer.patch_fresh("Node", name, build, cached=node)

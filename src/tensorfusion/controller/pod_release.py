@@ -27,7 +27,7 @@ from tensorfusion.controller.replica_recount import CounterSlot, counter_of
 from tensorfusion.domain.admission.replica_gate import decremented_count
 from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
 from tensorfusion.domain.allocator.recovery import worker_gpu_ids
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.object_views import Obj, is_deleting, metadata_of, uid_of
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
 
@@ -76,7 +76,6 @@ class PodReleaser:
         fence: Fence,
         recorder: EventSink | None,
         clock: Callable[[], float],
-        keys: Keys = KEYS,
         workers: int = 2,
         sweep_interval: float = SWEEP_INTERVAL_S,
         sleep: Sleep = asyncio.sleep,
@@ -85,7 +84,6 @@ class PodReleaser:
         self._pods = pods
         self._state = state
         self._clock = clock
-        self._keys = keys
         self._sweep_interval = sweep_interval
         self._sleep = sleep
         self._recount = recount
@@ -108,13 +106,13 @@ class PodReleaser:
         why = "deleted" if gone else _ended(pod)
         if why:
             self._note_release(event.key, pod, why)
-        if not gone and is_deleting(pod) and self._keys.finalizer in _finalizers(pod):
+        if not gone and is_deleting(pod) and KEYS.finalizer in _finalizers(pod):
             self.loop.add(event.key)
 
     def _note_release(self, key: ObjectKey, pod: Obj, why: str) -> None:
         uid = uid_of(pod)
         node = str((pod.get("spec") or {}).get("nodeName") or "")
-        gpus = worker_gpu_ids(pod, self._keys)
+        gpus = worker_gpu_ids(pod)
         if not uid or not gpus or not node or uid in self._reported:
             return
         self._remember(uid)
@@ -178,7 +176,7 @@ class PodReleaser:
             self.loop.add(key)
         self.released_by_sweep += len(released)
         for pod in pods:
-            if is_deleting(pod) and self._keys.finalizer in _finalizers(pod):
+            if is_deleting(pod) and KEYS.finalizer in _finalizers(pod):
                 self.loop.add(ObjectKey.of(pod))
         return released
 
@@ -189,7 +187,7 @@ class PodReleaser:
         per pod, before the finalizer goes; the key goes at zero; an owner that is gone is
         done. A pod that had ended was already freed by the recount, which runs after."""
         uid = uid_of(pod)
-        slot = counter_of(pod, self._keys)
+        slot = counter_of(pod)
         if slot is None or uid in self._uncounted:
             return
         if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
@@ -213,7 +211,7 @@ class PodReleaser:
         if note is not None:
             await self.writer.note(note.subject, "Normal", RELEASED, note.message)
         pod = self._pods.get(key.name, key.namespace)
-        finalizer = self._keys.finalizer
+        finalizer = KEYS.finalizer
         if pod is None or not is_deleting(pod) or finalizer not in _finalizers(pod):
             return None
         allocator = self._state.allocator

@@ -12,7 +12,7 @@ from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.allocator.capacity_figures import NodeCapacity, node_capacity
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.objects import merge_patch
 from tensorfusion.domain.desired_state.pools import pool_status
 from tensorfusion.domain.object_views import Obj, is_deleting, labels_of, name_of, status_of
@@ -45,7 +45,6 @@ class PoolStatusReconciler:
         fence: Fence,
         recorder: EventSink | None,
         clock: Callable[[], float],
-        keys: Keys = KEYS,
         workers: int = 1,
         min_interval: float = 1.0,
     ) -> None:
@@ -53,7 +52,6 @@ class PoolStatusReconciler:
         self._gpu_nodes = gpu_nodes
         self._state = state
         self._clock = clock
-        self._keys = keys
         self.writer = FencedWriter(client, fence, events=recorder)
         self.loop: ReconcileLoop[str] = ReconcileLoop(
             "gpupool", self.reconcile, workers=workers, min_interval=min_interval
@@ -66,10 +64,10 @@ class PoolStatusReconciler:
 
     def on_gpu_node(self, event: InformerEvent) -> None:
         """A GPUNode changed: its pool, when its phase, figures or pool changed."""
-        if not event.changed(lambda o: _node_facts(o, self._keys)):
+        if not event.changed(_node_facts):
             return
         for obj in (event.obj, event.old):
-            pool = labels_of(obj).get(self._keys.managed_by) if obj is not None else None
+            pool = labels_of(obj).get(KEYS.managed_by) if obj is not None else None
             if pool:
                 self.loop.add(pool)
 
@@ -86,9 +84,7 @@ class PoolStatusReconciler:
         if pool is None:
             return None
         members = [
-            node
-            for node in self._gpu_nodes.list()
-            if labels_of(node).get(self._keys.managed_by) == name
+            node for node in self._gpu_nodes.list() if labels_of(node).get(KEYS.managed_by) == name
         ]
         capacities: dict[str, NodeCapacity] = {}
         for node in members:
@@ -99,7 +95,7 @@ class PoolStatusReconciler:
         before = status_of(pool)
 
         def build(current: Obj) -> dict[str, Any] | None:
-            desired = pool_status(current, members, capacities, now, self._keys)
+            desired = pool_status(current, members, capacities, now)
             patch = merge_patch(status_of(current), desired)
             return {"status": patch} if patch else None
 
@@ -120,10 +116,10 @@ class PoolStatusReconciler:
         return None
 
 
-def _node_facts(node: Obj, keys: Keys) -> tuple[object, ...]:
+def _node_facts(node: Obj) -> tuple[object, ...]:
     status = status_of(node)
     return (
-        labels_of(node).get(keys.managed_by),
+        labels_of(node).get(KEYS.managed_by),
         is_deleting(node),
         *(status.get(field) for field in _NODE_FIELDS),
     )

@@ -29,7 +29,7 @@ from tensorfusion.domain.admission.replica_gate import (
     recount,
 )
 from tensorfusion.domain.admission.workload_identity import owner_group
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.object_views import Obj, controller_of, is_deleting, metadata_of
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
@@ -53,10 +53,10 @@ class CounterSlot:
     key: str
 
 
-def counter_of(pod: Mapping[str, Any], keys: Keys = KEYS) -> CounterSlot | None:
+def counter_of(pod: Mapping[str, Any]) -> CounterSlot | None:
     """The counter a pod was counted on (None: not counted, or an owner kind never counted)."""
     metadata = metadata_of(pod)
-    key = (metadata.get("annotations") or {}).get(keys.pod_counter_key)
+    key = (metadata.get("annotations") or {}).get(KEYS.pod_counter_key)
     owner = controller_of(pod)
     if not key or owner is None:
         return None
@@ -87,14 +87,12 @@ class ReplicaRecount:
         fence: Fence,
         recorder: EventSink | None,
         clock: Callable[[], float],
-        keys: Keys = KEYS,
         interval: float = RECOUNT_INTERVAL_S,
         settle: float = RECOUNT_SETTLE_S,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._pods = pods
         self._clock = clock
-        self._keys = keys
         self._interval = interval
         self._settle = settle
         self._sleep = sleep
@@ -111,7 +109,7 @@ class ReplicaRecount:
 
     def on_pod(self, event: InformerEvent) -> None:
         """Remember the pod's counter; recount it when the pod ended."""
-        slot = counter_of(event.obj, self._keys)
+        slot = counter_of(event.obj)
         if slot is None:
             return
         self._known.add(slot)
@@ -140,7 +138,7 @@ class ReplicaRecount:
         """The live pods counted on `slot`."""
         return sum(
             1 for pod in self._pods.list(slot.namespace)
-            if not ended(pod) and counter_of(pod, self._keys) == slot
+            if not ended(pod) and counter_of(pod) == slot
         )  # fmt: skip
 
     async def reconcile(self, slot: CounterSlot) -> float | None:

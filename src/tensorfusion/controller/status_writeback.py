@@ -27,7 +27,7 @@ from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter
 from tensorfusion.controller.reconcile_loop import every
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.desired_state.gpus import gpu_owned_status
 from tensorfusion.domain.desired_state.objects import Exactly, merge_patch
@@ -79,7 +79,6 @@ class GPUStatusWriter:
         fence: Fence,
         clock: Callable[[], float],
         recorder: EventSink | None = None,
-        keys: Keys = KEYS,
         tick: float = 0.2,
         min_interval: float = 1.0,
         concurrency: int = 16,
@@ -89,7 +88,6 @@ class GPUStatusWriter:
         self._gpus = gpus
         self._state = state
         self._clock = clock
-        self._keys = keys
         self._tick = tick
         self._min_interval = min_interval
         self._limit = asyncio.Semaphore(concurrency)
@@ -175,7 +173,7 @@ class GPUStatusWriter:
         for node in sorted(nodes):
             try:
                 await self.writer.patch(
-                    "GPUNode", node, {"metadata": {"annotations": {self._keys.last_sync: stamp}}}
+                    "GPUNode", node, {"metadata": {"annotations": {KEYS.last_sync: stamp}}}
                 )
             except Exception as error:
                 self._unstamped.add(node)

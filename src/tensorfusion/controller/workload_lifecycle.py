@@ -20,7 +20,7 @@ from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.admission.workload import WORKLOAD_KIND, collectable, pod_as_owner
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.object_views import Obj, controller_of, is_deleting, metadata_of, uid_of
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
 
@@ -48,13 +48,11 @@ class WorkloadLifecycle:
         fence: Fence,
         recorder: EventSink | None,
         clock: Callable[[], float],
-        keys: Keys = KEYS,
         collect_after: float = COLLECT_AFTER_S,
     ) -> None:
         self._pods = pods
         self._workloads = workloads
         self._clock = clock
-        self._keys = keys
         self._collect_after = collect_after
         self.writer = FencedWriter(client, fence, events=recorder)
         self.owners: ReconcileLoop[ObjectKey] = ReconcileLoop("workload-owner", self.adopt)
@@ -69,10 +67,10 @@ class WorkloadLifecycle:
         """A worker pod changed: adopt its workload if pending; look at its workload if it went."""
         pod = event.obj
         metadata = metadata_of(pod)
-        pending = (metadata.get("annotations") or {}).get(self._keys.pending_owned_workload)
+        pending = (metadata.get("annotations") or {}).get(KEYS.pending_owned_workload)
         if event.kind is not EventKind.DELETED and pending and not is_deleting(pod):
             self.owners.add(event.key)
-        workload = (metadata.get("labels") or {}).get(self._keys.workload)
+        workload = (metadata.get("labels") or {}).get(KEYS.workload)
         if workload and (event.kind is EventKind.DELETED or is_deleting(pod)):
             self.collection.add(ObjectKey(event.key.namespace, str(workload)))
 
@@ -94,7 +92,7 @@ class WorkloadLifecycle:
     async def adopt(self, key: ObjectKey) -> None:
         """Make the pod its workload's controller owner, then drop `pending-owned-workload`."""
         pod = self._pods.get(key.name, key.namespace)
-        annotation = self._keys.pending_owned_workload
+        annotation = KEYS.pending_owned_workload
         name = (metadata_of(pod).get("annotations") or {}).get(annotation) if pod else None
         if pod is None or not name or is_deleting(pod):
             return
@@ -132,7 +130,7 @@ class WorkloadLifecycle:
 
     def pods_of(self, key: ObjectKey) -> int:
         """The pods of workload `key` that are not being deleted."""
-        label = self._keys.workload
+        label = KEYS.workload
         return sum(
             1 for pod in self._pods.list(key.namespace)
             if (metadata_of(pod).get("labels") or {}).get(label) == key.name
@@ -142,7 +140,7 @@ class WorkloadLifecycle:
     async def collect(self, key: ObjectKey) -> float | None:
         """Delete a dynamic workload without pods for `collect_after`; else when to look again."""
         workload = self._workloads.get(key.name, key.namespace)
-        if workload is None or not collectable(workload, self.pods_of(key), self._keys):
+        if workload is None or not collectable(workload, self.pods_of(key), KEYS):
             self._empty_since.pop(key, None)
             return None
         now = self._clock()

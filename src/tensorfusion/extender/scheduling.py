@@ -32,7 +32,6 @@ from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.progressive_migration import SCHEDULE_WITH_NATIVE_GPU
 from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.annotation_errors import AnnotationError
-from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.object_views import name_of, uid_of
 from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.domain.scheduling.binding import (
@@ -157,7 +156,6 @@ class Extender:
         max_binds_in_flight: int = MAX_BINDS_IN_FLIGHT,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Any] = asyncio.sleep,
-        keys: Keys = KEYS,
     ) -> None:
         self._allocator = allocator
         self._native = native
@@ -170,7 +168,6 @@ class Extender:
         self._progressive = progressive_migration
         self._clock = clock
         self._sleep = sleep
-        self._keys = keys
         self._index: NodeScoreIndex | None = None
         self._binding: dict[str, asyncio.Lock] = {}
         # kube-scheduler binds every assumed pod at once; a bounded number of binds keeps the
@@ -214,7 +211,7 @@ class Extender:
             with self._native_view(uid, request.pod) as native:
                 return filter_worker(
                     self._node_index(allocator), request.pod, request.node_names, native,
-                    self._args, self._weights, self._clock(), self._keys,
+                    self._args, self._weights, self._clock(),
                 )  # fmt: skip
         except NativeInputError as error:
             message = f"pod resources: {error}"
@@ -297,10 +294,10 @@ class Extender:
     ) -> ExtenderBindingResult:
         uid = request.pod_uid
         try:
-            allocation = request_from_pod(pod, self._keys)
+            allocation = request_from_pod(pod)
             with self._native_view(uid, pod) as native:
                 plan = plan_bind(allocator, allocation, request.node, pod, native, self._args,
-                                 self._weights, self._clock(), self._keys)  # fmt: skip
+                                 self._weights, self._clock())  # fmt: skip
         except (BindRefusedError, AnnotationError, NativeInputError) as error:
             return ExtenderBindingResult.error(str(error))
         if not plan.already_committed:
@@ -384,7 +381,7 @@ class Extender:
         annotations (once it is closed they stay: module docstring)."""
         try:
             pod = await self._pods.get_pod(request.pod_namespace, request.pod_name)
-            operations = rollback_patch(pod, self._keys) if pod is not None else ()
+            operations = rollback_patch(pod) if pod is not None else ()
             if operations and _uid(pod or {}) == request.pod_uid:
                 await self._patch(request, operations)
         except Exception as error:
@@ -423,7 +420,7 @@ class Extender:
             self.expire_assumptions()
 
     def _kind(self, pod: Mapping[str, Any]) -> PodKind:
-        return pod_kind(pod, progressive_migration=self._progressive, keys=self._keys)
+        return pod_kind(pod, progressive_migration=self._progressive)
 
 
 class _CompiledPod:

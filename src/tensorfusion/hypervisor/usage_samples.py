@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tensorfusion.domain.annotation_values import InvalidValueError, parse_vram_bytes
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceSample, LimiterCounters
 from tensorfusion.domain.metrics.extra_tags import extra_tags
@@ -65,7 +65,6 @@ def _vram_limit(text: object) -> int:
 def workers_of(
     pods: Iterable[Mapping[str, Any]],
     default_pool: str,
-    keys: Keys = KEYS,
     extra_labels: Mapping[str, str] | None = None,
 ) -> list[Worker]:
     """The workers among the node's pods (not ended, with a non-empty `gpu-ids`), with the
@@ -77,7 +76,7 @@ def workers_of(
         annotations = annotations_of(pod)
         gpus = tuple(
             name.strip().lower()
-            for name in str(annotations.get(keys.gpu_ids) or "").split(",")
+            for name in str(annotations.get(KEYS.gpu_ids) or "").split(",")
             if name.strip()
         )
         if not gpus:
@@ -87,10 +86,10 @@ def workers_of(
             Worker(
                 pod=name_of(pod),
                 namespace=namespace_of(pod),
-                pool=str(annotations.get(keys.gpupool) or default_pool),
-                workload=str(labels.get(keys.workload) or UNKNOWN_WORKLOAD),
+                pool=str(annotations.get(KEYS.gpupool) or default_pool),
+                workload=str(labels.get(KEYS.workload) or UNKNOWN_WORKLOAD),
                 gpus=gpus,
-                vram_limit_bytes=_vram_limit(annotations.get(keys.vram_limit)),
+                vram_limit_bytes=_vram_limit(annotations.get(KEYS.vram_limit)),
                 extra_tags=extra_tags(labels, extra_labels) if extra_labels else {},
             )
         )

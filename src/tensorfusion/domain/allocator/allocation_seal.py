@@ -18,7 +18,7 @@ import hmac
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.object_views import annotations_of, uid_of
 
 __all__ = [
@@ -77,7 +77,6 @@ def seal_problem(
     gpus: Sequence[str],
     key: bytes,
     committed: Callable[[str], frozenset[str]],
-    keys: Keys = KEYS,
 ) -> str | None:
     """Why the pod's allocation of `gpus` is not the scheduler's; None when its seal matches,
     when every GPU lists the pod as committed (`committed(gpu)`: the uids of the GPU object's
@@ -86,7 +85,7 @@ def seal_problem(
         return None
     uid = uid_of(pod)
     node = str((pod.get("spec") or {}).get("nodeName") or "")
-    found = str(annotations_of(pod).get(keys.allocation_seal) or "")
+    found = str(annotations_of(pod).get(KEYS.allocation_seal) or "")
     if uid and found and hmac.compare_digest(found, seal(key, uid=uid, node=node, gpus=gpus)):
         return None
     missing = [gpu for gpu in gpus if not uid or uid not in committed(gpu)]
@@ -94,8 +93,8 @@ def seal_problem(
         return None
     state = "does not match" if found else "is missing"
     return (
-        f"{keys.gpu_ids} was not written by the TensorFusion scheduler: its "
-        f"{keys.allocation_seal} {state} and {', '.join(missing)} "
+        f"{KEYS.gpu_ids} was not written by the TensorFusion scheduler: its "
+        f"{KEYS.allocation_seal} {state} and {', '.join(missing)} "
         f"{'is' if len(missing) == 1 else 'are'} not committed to this pod; "
         "its GPUs are not given (delete the pod and let the scheduler place it)"
     )

@@ -18,7 +18,7 @@ from tensorfusion.domain.allocator.allocator import PoolSettings
 from tensorfusion.domain.allocator.gpu_state import GPUCapabilities, GPUState
 from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.model.gpu import GPU
 from tensorfusion.domain.model.node import GPUNode
 from tensorfusion.domain.model.pool import GPUPool
@@ -150,13 +150,13 @@ class GPUMapping:
     problems: tuple[str, ...] = ()
 
 
-def gpu_state(gpu: GPU, keys: Keys = KEYS) -> GPUMapping:
+def gpu_state(gpu: GPU) -> GPUMapping:
     """The allocator's record of a GPU object (informer-copied facts only, §3)."""
     metadata, status = gpu.metadata, gpu.status
     labels = metadata.labels or {}
     annotations = metadata.annotations or {}
     capabilities, problem = capabilities_from_annotation(
-        annotations.get(keys.virtualization_capabilities)
+        annotations.get(KEYS.virtualization_capabilities)
     )
     problems = [problem] if problem is not None else []
     node = status.node_selector.get(HOSTNAME_KEY, "")
@@ -180,7 +180,7 @@ def gpu_state(gpu: GPU, keys: Keys = KEYS) -> GPUMapping:
     state = GPUState(
         name=metadata.name or "",
         node=node,
-        pool=labels.get(keys.gpupool, ""),
+        pool=labels.get(KEYS.gpupool, ""),
         capacity_tflops=max(tflops, 0),
         capacity_vram=max(vram, 0),
         phase=status.phase,
@@ -195,7 +195,7 @@ def gpu_state(gpu: GPU, keys: Keys = KEYS) -> GPUMapping:
         capabilities=capabilities,
         peers=peers,
         message=status.message or "",
-        missing_since=annotations.get(keys.gpu_missing_since, ""),
+        missing_since=annotations.get(KEYS.gpu_missing_since, ""),
     )
     return GPUMapping(state, tuple(problems))
 
@@ -210,10 +210,10 @@ def host_facts(gpu_node: GPUNode | None) -> tuple[int, int]:
     return max(ram, 0), max(disk, 0)
 
 
-def hypervisor_index0(node: Mapping[str, Any] | None, keys: Keys = KEYS) -> int | None:
+def hypervisor_index0(node: Mapping[str, Any] | None) -> int | None:
     """Node allocatable `tensor-fusion.ai/index_0`; None when absent or unreadable."""
     allocatable = ((node or {}).get("status") or {}).get("allocatable") or {}
-    value = allocatable.get(keys.index_resource_names[0])
+    value = allocatable.get(KEYS.index_resource_names[0])
     if value is None:
         return None
     try:

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.records import NodeState
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 
 __all__ = [
     "NODE_HOSTS_WORKERS",
@@ -46,16 +46,16 @@ def wants_progressive_taint(node: NodeState) -> bool:
     )
 
 
-def progressive_taint(keys: Keys = KEYS) -> dict[str, str]:
+def progressive_taint() -> dict[str, str]:
     """The taint (`used-by=tensor-fusion:PreferNoSchedule`) as it appears in a Node spec."""
-    return {"key": keys.used_by, "value": keys.used_by_value, "effect": keys.taint_effect}
+    return {"key": KEYS.used_by, "value": KEYS.used_by_value, "effect": KEYS.taint_effect}
 
 
 def taints_with_progressive_taint(
-    taints: Sequence[Mapping[str, Any]], wanted: bool, keys: Keys = KEYS
+    taints: Sequence[Mapping[str, Any]], wanted: bool
 ) -> list[dict[str, Any]] | None:
     """The Node's taints with ours added or removed; None when nothing changes."""
-    ours = progressive_taint(keys)
+    ours = progressive_taint()
 
     def is_ours(taint: Mapping[str, Any]) -> bool:
         return taint.get("key") == ours["key"] and taint.get("effect") == ours["effect"]

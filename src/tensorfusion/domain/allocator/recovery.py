@@ -29,7 +29,7 @@ from tensorfusion.domain.allocator.mapping import (
 from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
 from tensorfusion.domain.allocator.records import RestoreOutcome
 from tensorfusion.domain.annotation_errors import AnnotationError
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.model import ModelError, load_as
 from tensorfusion.domain.model.gpu import GPU
 from tensorfusion.domain.model.node import GPUNode
@@ -101,9 +101,9 @@ class RecoveryReport:
         return [outcome for outcome in self.restored if not outcome.consistent]
 
 
-def worker_gpu_ids(pod: Mapping[str, Any], keys: Keys = KEYS) -> tuple[str, ...]:
+def worker_gpu_ids(pod: Mapping[str, Any]) -> tuple[str, ...]:
     """The GPU names of a pod's `gpu-ids` annotation (empty when absent)."""
-    text = annotations_of(pod).get(keys.gpu_ids) or ""
+    text = annotations_of(pod).get(KEYS.gpu_ids) or ""
     return tuple(name.strip() for name in str(text).split(",") if name.strip())
 
 
@@ -126,17 +126,17 @@ def bound_since(pod: Mapping[str, Any], default: float) -> float:
     return default
 
 
-def is_live_worker(pod: Mapping[str, Any], keys: Keys = KEYS) -> bool:
+def is_live_worker(pod: Mapping[str, Any]) -> bool:
     """A worker bound to a node, holding `gpu-ids`, not finished, and not a deleting pod whose
     finalizer is already gone (§12 recovery step 2)."""
     metadata = metadata_of(pod)
-    if labels_of(pod).get(keys.component) != "worker":
+    if labels_of(pod).get(KEYS.component) != "worker":
         return False
-    if not (pod.get("spec") or {}).get("nodeName") or not worker_gpu_ids(pod, keys):
+    if not (pod.get("spec") or {}).get("nodeName") or not worker_gpu_ids(pod):
         return False
     if (pod.get("status") or {}).get("phase") in _FINISHED:
         return False
-    return not is_deleting(pod) or keys.finalizer in (metadata.get("finalizers") or ())
+    return not is_deleting(pod) or KEYS.finalizer in (metadata.get("finalizers") or ())
 
 
 def object_key(kind: str, obj: Mapping[str, Any]) -> str:
@@ -219,7 +219,6 @@ def recover(
     pods: Iterable[Mapping[str, Any]],
     isolation_policy: IsolationPolicy,
     now: float,
-    keys: Keys = KEYS,
     *,
     seal_key: bytes = b"",
     committed: Callable[[str], frozenset[str]] = lambda _gpu: frozenset(),
@@ -228,19 +227,19 @@ def recover(
     allocation is the scheduler's (`seal_problem` with `seal_key` and `committed`)."""
     allocator = Allocator(isolation_policy=isolation_policy, seal_key=seal_key)
     report = RecoveryReport(gpu_problems=load_inventory(allocator, inventory))
-    live = [pod for pod in pods if is_live_worker(pod, keys)]
+    live = [pod for pod in pods if is_live_worker(pod)]
     # The earliest bound pod keeps a GPU that two pods were bound to.
     live.sort(key=lambda pod: (bound_since(pod, now), _pod_key(pod)))
     for pod in live:
         key = _pod_key(pod)
         try:
-            request = request_from_pod(pod, keys)
+            request = request_from_pod(pod, KEYS)
         except AnnotationError as error:
             report.skipped_pods[key] = error.message
             continue
         pending = (pod.get("status") or {}).get("phase") in (None, "Pending")
-        gpus = worker_gpu_ids(pod, keys)
-        unsealed = seal_problem(pod, gpus, seal_key, committed, keys)
+        gpus = worker_gpu_ids(pod)
+        unsealed = seal_problem(pod, gpus, seal_key, committed)
         if unsealed is not None:
             report.unsealed_pods[key] = unsealed
             continue

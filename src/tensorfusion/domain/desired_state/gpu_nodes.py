@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from tensorfusion.domain.allocator.capacity_figures import CapacityTotals, NodeCapacity
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.objects import Exactly, parse_time
 from tensorfusion.domain.model.node import GPUNodePhase
 from tensorfusion.domain.model.registry import to_wire
@@ -155,18 +155,18 @@ def gpu_node_status(
     return status
 
 
-def missing_since(gpu: Obj, keys: Keys = KEYS) -> str:
+def missing_since(gpu: Obj) -> str:
     """The GPU's `gpu-missing-since` annotation ("" when the device is present)."""
-    return str(annotations_of(gpu).get(keys.gpu_missing_since) or "")
+    return str(annotations_of(gpu).get(KEYS.gpu_missing_since) or "")
 
 
-def gpu_phase(gpu: Obj, ready: bool, keys: Keys = KEYS) -> str | None:
+def gpu_phase(gpu: Obj, ready: bool) -> str | None:
     """The phase to write on a GPU of a node whose agent is (not) ready, or None to leave it.
 
     Only `Pending` and `Running` follow the agent; a missing device (`Unknown`, written by the
     node agent) and the other phases are the node agent's.
     """
-    if missing_since(gpu, keys):
+    if missing_since(gpu):
         return None
     current = status_of(gpu).get("phase") or GPUPhase.PENDING.value
     if current not in (GPUPhase.PENDING.value, GPUPhase.RUNNING.value):

@@ -27,7 +27,6 @@ from enum import StrEnum
 from typing import Final
 
 from tensorfusion.domain.alerting.dynamic_config import DEFAULT_MAX_CRASH_COUNT
-from tensorfusion.domain.annotations import KEYS, Keys
 from tensorfusion.domain.desired_state.hypervisor_pods import pod_hash_of
 from tensorfusion.domain.object_views import Obj, is_deleting, labels_of, name_of, status_of
 
@@ -107,7 +106,6 @@ def decide_hypervisor_pod(
     desired_hash: str,
     max_crash_count: int = DEFAULT_MAX_CRASH_COUNT,
     selected: bool = False,
-    keys: Keys = KEYS,
 ) -> PodDecision:
     """The decision for `gpu_node`'s current pod `pod` (None: missing) whose rendered pod has
     `desired_hash`; `selected`: the rollout picked this node for replacement."""
@@ -121,7 +119,7 @@ def decide_hypervisor_pod(
             PodAction.WAIT, f"GPU driver upgrade in progress ({DRIVER_UPGRADE_LABEL}={upgrade})"
         )
     phase = str(status_of(pod).get("phase") or "Pending")
-    differs = pod is not None and pod_hash_of(pod, keys) != desired_hash
+    differs = pod is not None and pod_hash_of(pod) != desired_hash
     if not node_ready(node):
         if pod is None:
             return PodDecision(PodAction.WAIT, "the node is NotReady: no pod is created")

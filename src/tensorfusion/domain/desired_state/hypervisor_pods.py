@@ -31,7 +31,7 @@ from tensorfusion.domain.admission.label_selector import (
     parse_selector,
     selector_matches,
 )
-from tensorfusion.domain.annotations import COMPONENT_HYPERVISOR, KEYS, Keys
+from tensorfusion.domain.annotations import COMPONENT_HYPERVISOR, KEYS
 from tensorfusion.domain.desired_state.objects import owner_reference
 from tensorfusion.domain.object_views import Obj, labels_of, name_of, uid_of
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
@@ -119,7 +119,6 @@ class HypervisorPodSettings:
     isolation_policy: str = "Static"
     detect_in_used_gpus: bool = False
     metrics: MetricsWriteTarget = field(default_factory=MetricsWriteTarget)
-    keys: Keys = KEYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +238,9 @@ def scheduling_config_json(template: Obj | None) -> str:
     return _json(hypervisor) if hypervisor else ""
 
 
-def pod_hash_of(pod: Obj, keys: Keys = KEYS) -> str:
+def pod_hash_of(pod: Obj) -> str:
     """The pod's `pod-template-hash` label ("" when absent)."""
-    return str(labels_of(pod).get(keys.pod_template_hash) or "")
+    return str(labels_of(pod).get(KEYS.pod_template_hash) or "")
 
 
 def _json(value: Any) -> str:
@@ -276,8 +275,7 @@ def _template(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 def _env(inputs: HypervisorInputs, settings: HypervisorPodSettings, port: int) -> list[Any]:
     node = name_of(inputs.gpu_node)
-    keys = settings.keys
-    pool = str(labels_of(inputs.gpu_node).get(keys.managed_by) or name_of(inputs.pool))
+    pool = str(labels_of(inputs.gpu_node).get(KEYS.managed_by) or name_of(inputs.pool))
     mode = isolation_mode(inputs.pool, labels_of(inputs.node))
     metrics = settings.metrics
     values = [
@@ -383,9 +381,8 @@ def render_hypervisor_pod(
 ) -> dict[str, Any]:
     """The agent pod of `inputs.gpu_node`, hash label included (`HypervisorTemplateError` when
     the pool's template cannot be used)."""
-    keys = settings.keys
     node = name_of(inputs.gpu_node)
-    pool = str(labels_of(inputs.gpu_node).get(keys.managed_by) or name_of(inputs.pool))
+    pool = str(labels_of(inputs.gpu_node).get(KEYS.managed_by) or name_of(inputs.pool))
     config = _hypervisor_config(inputs.pool)
     port = int(config.get("portNumber") or DEFAULT_PORT)
     metadata, spec = _template(config)
@@ -416,8 +413,8 @@ def render_hypervisor_pod(
         "terminationGracePeriodSeconds": GRACE_PERIOD_S, "enableServiceLinks": False,
         "restartPolicy": "Always",
     })  # fmt: skip
-    labels = {**dict(metadata.get("labels") or {}), keys.component: COMPONENT_HYPERVISOR,
-              keys.pool_member_label(pool): "true"}  # fmt: skip
+    labels = {**dict(metadata.get("labels") or {}), KEYS.component: COMPONENT_HYPERVISOR,
+              KEYS.pool_member_label(pool): "true"}  # fmt: skip
     node_owner = {"apiVersion": "v1", "kind": "Node", "name": name_of(inputs.node),
                   "uid": uid_of(inputs.node)}  # fmt: skip
     pod_metadata: dict[str, Any] = {
@@ -430,5 +427,5 @@ def render_hypervisor_pod(
         pod_metadata["annotations"] = dict(metadata["annotations"])
     pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata,
                            "spec": spec}  # fmt: skip
-    labels[keys.pod_template_hash] = stable_hash(pod)
+    labels[KEYS.pod_template_hash] = stable_hash(pod)
     return pod

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.objects import owner_reference
 from tensorfusion.domain.model.meta import API_VERSION
 from tensorfusion.domain.object_views import (
@@ -177,7 +177,7 @@ def pool_for_node(node: Obj, pools: Iterable[Obj], initial: LabelQuery) -> PoolM
     return PoolMatch(pool_name, vendor, others)
 
 
-def is_managed_gpu_node(gpu_node: Obj, keys: Keys = KEYS) -> bool:
+def is_managed_gpu_node(gpu_node: Obj) -> bool:
     """Whether the controller manages this GPUNode: it carries the pool label or a GPUPool
     controller reference, and is not `manageMode: Manual`."""
     spec = gpu_node.get("spec")
@@ -185,40 +185,38 @@ def is_managed_gpu_node(gpu_node: Obj, keys: Keys = KEYS) -> bool:
         return False
     owner = controller_of(gpu_node)
     owned = owner is not None and owner.get("kind") == "GPUPool"
-    return owned or keys.managed_by in labels_of(gpu_node)
+    return owned or KEYS.managed_by in labels_of(gpu_node)
 
 
-def _node_labels(pool: str, vendor: str, keys: Keys) -> dict[str, str]:
+def _node_labels(pool: str, vendor: str) -> dict[str, str]:
     return {
-        keys.managed_by: pool,
-        keys.pool_member_label(pool): "true",
-        keys.hardware_vendor: vendor,
+        KEYS.managed_by: pool,
+        KEYS.pool_member_label(pool): "true",
+        KEYS.hardware_vendor: vendor,
     }
 
 
-def gpu_node_body(node_name: str, pool: Obj, vendor: str, keys: Keys = KEYS) -> dict[str, Any]:
+def gpu_node_body(node_name: str, pool: Obj, vendor: str) -> dict[str, Any]:
     """The GPUNode to create for a node that joins `pool`."""
     return {
         "apiVersion": API_VERSION,
         "kind": "GPUNode",
         "metadata": {
             "name": node_name,
-            "labels": _node_labels(name_of(pool), vendor, keys),
+            "labels": _node_labels(name_of(pool), vendor),
             "ownerReferences": [owner_reference(pool, "GPUPool")],
         },
         "spec": {"manageMode": "AutoSelect"},
     }
 
 
-def gpu_node_metadata_patch(
-    gpu_node: Obj, pool: Obj, vendor: str, keys: Keys = KEYS
-) -> dict[str, Any] | None:
+def gpu_node_metadata_patch(gpu_node: Obj, pool: Obj, vendor: str) -> dict[str, Any] | None:
     """The merge patch that moves a GPUNode's labels and controller reference to `pool` (other
     pools' membership labels removed, other owners kept); None when nothing changes."""
     pool_name = name_of(pool)
     labels = labels_of(gpu_node)
-    wanted = _node_labels(pool_name, vendor, keys)
-    member_prefix = keys.pool_member_label("")
+    wanted = _node_labels(pool_name, vendor)
+    member_prefix = KEYS.pool_member_label("")
     label_patch: dict[str, Any] = {k: v for k, v in wanted.items() if labels.get(k) != v}
     for key in labels:
         if key.startswith(member_prefix) and key not in wanted:

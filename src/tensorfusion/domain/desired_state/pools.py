@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from tensorfusion.domain.allocator.capacity_figures import CapacityTotals, NodeCapacity
 from tensorfusion.domain.allocator.quota_status import merge_conditions
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.objects import owner_reference
 from tensorfusion.domain.model.cluster import GPUPoolDefinition
 from tensorfusion.domain.model.meta import API_VERSION, Condition
@@ -67,10 +67,10 @@ def _entries(cluster: Obj) -> tuple[list[GPUPoolDefinition], bool]:
     return entries, len(entries) == len(raw or ())
 
 
-def desired_pools(cluster: Obj, keys: Keys = KEYS) -> list[dict[str, Any]]:
+def desired_pools(cluster: Obj) -> list[dict[str, Any]]:
     """The GPUPool bodies the cluster wants, in the order of `spec.gpuPools`."""
     cluster_name = name_of(cluster)
-    labels = {**labels_of(cluster), keys.managed_by: cluster_name}
+    labels = {**labels_of(cluster), KEYS.managed_by: cluster_name}
     bodies = []
     for entry in _entries(cluster)[0]:
         bodies.append({
@@ -79,7 +79,7 @@ def desired_pools(cluster: Obj, keys: Keys = KEYS) -> list[dict[str, Any]]:
             "metadata": {
                 "name": f"{cluster_name}-{entry.name}",
                 "labels": dict(labels),
-                "annotations": {keys.is_default_pool: "true" if entry.is_default else "false"},
+                "annotations": {KEYS.is_default_pool: "true" if entry.is_default else "false"},
                 "ownerReferences": [owner_reference(cluster, "TensorFusionCluster")],
             },
             "spec": to_wire(entry.spec_template, exclude_unset=True),
@@ -145,12 +145,12 @@ def pool_update(current: Obj, desired: Obj) -> PoolUpdate:
     return PoolUpdate(body)
 
 
-def pools_to_delete(cluster: Obj, pools: Iterable[Obj], keys: Keys = KEYS) -> list[str]:
+def pools_to_delete(cluster: Obj, pools: Iterable[Obj]) -> list[str]:
     """Pools the cluster controls that none of its entries names, by name (none while an
     entry does not read: its pool is kept)."""
     if not _entries(cluster)[1]:
         return []
-    wanted = {name_of(body) for body in desired_pools(cluster, keys)}
+    wanted = {name_of(body) for body in desired_pools(cluster)}
     uid = uid_of(cluster)
     doomed = []
     for pool in pools:
@@ -162,7 +162,7 @@ def pools_to_delete(cluster: Obj, pools: Iterable[Obj], keys: Keys = KEYS) -> li
     return sorted(doomed)
 
 
-def pool_owner_cluster(pool: Obj, keys: Keys = KEYS) -> str:
+def pool_owner_cluster(pool: Obj) -> str:
     """The name of the cluster that controls the pool ("" when none)."""
     owner = controller_of(pool)
     if owner is not None and owner.get("kind") == "TensorFusionCluster":
@@ -216,7 +216,6 @@ def pool_status(
     gpu_nodes: Sequence[Obj],
     capacities: Mapping[str, NodeCapacity],
     now: str,
-    keys: Keys = KEYS,
 ) -> dict[str, Any]:
     """The GPUPool status fields the controller owns (for `merge_patch` with the current one).
 
@@ -253,7 +252,7 @@ def pool_status(
             False, "NodesNotReady", f"no GPU node is Running; not ready: {shown}"
         )
     return {
-        "cluster": pool_owner_cluster(pool, keys) or None,
+        "cluster": pool_owner_cluster(pool) or None,
         "phase": phase.value,
         "totalNodes": len(gpu_nodes),
         "readyNodes": len(ready_nodes),

@@ -19,7 +19,6 @@ from tensorfusion.domain.annotations import (
     COMPONENT_HYPERVISOR,
     COMPONENT_WORKER,
     KEYS,
-    Keys,
 )
 from tensorfusion.domain.desired_state.objects import parse_time
 from tensorfusion.domain.desired_state.rollout import (
@@ -88,7 +87,7 @@ def _seconds(value: object, default: str) -> float:
         return parse_go_duration(default) / _NS_PER_S
 
 
-def rollout_policy(pool: Obj, component: str, keys: Keys = KEYS) -> RolloutPolicy:
+def rollout_policy(pool: Obj, component: str) -> RolloutPolicy:
     """The pool's `nodePoolRollingUpdatePolicy` for `component` (CRD defaults for what is
     unset; the CRD validates the rest)."""
     spec = _policy_spec(pool)
@@ -103,15 +102,15 @@ def rollout_policy(pool: Obj, component: str, keys: Keys = KEYS) -> RolloutPolic
             spec.get("maxDuration", _DEFAULT_MAX_DURATION), _DEFAULT_MAX_DURATION
         ),
         windows=tuple(str(entry) for entry in includes or () if entry),
-        honour_windows=annotations_of(pool).get(keys.honour_maintenance_window) == "true",
+        honour_windows=annotations_of(pool).get(KEYS.honour_maintenance_window) == "true",
     )
 
 
-def rollout_record(pool: Obj, component: str, keys: Keys = KEYS) -> RolloutRecord:
+def rollout_record(pool: Obj, component: str) -> RolloutRecord:
     """The batch in progress and the last completed batch's time from the pool's annotations."""
     annotations = annotations_of(pool)
-    text = str(annotations.get(keys.update_in_progress(component)) or "")
-    last = parse_time(annotations.get(keys.batch_update_last_time(component)))
+    text = str(annotations.get(KEYS.update_in_progress(component)) or "")
+    last = parse_time(annotations.get(KEYS.batch_update_last_time(component)))
     return RolloutRecord(
         in_progress=tuple(name for name in text.split(",") if name),
         last_batch_at=None if last is None else datetime.fromtimestamp(last, UTC),
@@ -128,17 +127,17 @@ def component_status_fields(component: str, plan: RolloutPlan) -> dict[str, Any]
 
 
 def record_annotations(
-    pool: Obj, component: str, plan: RolloutPlan, now: str, keys: Keys = KEYS
+    pool: Obj, component: str, plan: RolloutPlan, now: str
 ) -> dict[str, str | None]:
     """The annotation changes (None removes) that keep the plan's batch and, when a batch just
     completed, stamp `<component>-batch-update-last-time` with `now`."""
     annotations = annotations_of(pool)
     wanted: dict[str, str | None] = {
-        keys.update_in_progress(component): ",".join(plan.in_progress) or None,
+        KEYS.update_in_progress(component): ",".join(plan.in_progress) or None,
     }
     if plan.batch_completed:
-        wanted[keys.update_in_progress(component)] = None
-        wanted[keys.batch_update_last_time(component)] = now
+        wanted[KEYS.update_in_progress(component)] = None
+        wanted[KEYS.batch_update_last_time(component)] = now
     return {key: value for key, value in wanted.items() if annotations.get(key) != value}
 
 

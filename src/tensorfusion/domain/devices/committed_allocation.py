@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tensorfusion.domain.annotations import KEYS, IndexResourceError, Keys, decode_index
+from tensorfusion.domain.annotations import KEYS, IndexResourceError, decode_index
 from tensorfusion.domain.annotations import pod_index_from_containers as pod_index_of
 from tensorfusion.domain.object_views import deletion_timestamp_of, name_of, namespace_of
 
@@ -47,12 +47,12 @@ def uncommitted_gpus(
 
 
 def index_rivals(
-    resource_name: str, device_count: int, pods: Iterable[Mapping[str, Any]], keys: Keys = KEYS
+    resource_name: str, device_count: int, pods: Iterable[Mapping[str, Any]]
 ) -> tuple[str, ...]:
     """`namespace/name` of the live Pending pods carrying the index that `device_count` devices
     of `resource_name` encode (empty when the index is malformed)."""
     try:
-        index = decode_index(resource_name, device_count, keys)
+        index = decode_index(resource_name, device_count, KEYS)
     except IndexResourceError:
         return ()
     found = []
@@ -60,7 +60,7 @@ def index_rivals(
         if deletion_timestamp_of(pod) or (pod.get("status") or {}).get("phase") != "Pending":
             continue
         try:
-            if pod_index_of(pod, keys) == index:
+            if pod_index_of(pod, KEYS) == index:
                 found.append(f"{namespace_of(pod)}/{name_of(pod)}")
         except IndexResourceError:
             continue

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.inventory import DeviceInfo, Inventory
 from tensorfusion.domain.object_views import annotations_of
 from tensorfusion.domain.quantities import format_bytes, format_milli, parse_quantity
@@ -52,7 +52,6 @@ class AgentIdentity:
     gpu_node_uid: str
     isolation_policy: str | None = None
     isolation_mode: str = "soft"
-    keys: Keys = KEYS
 
 
 def gpu_name(uuid: str) -> str:
@@ -62,11 +61,10 @@ def gpu_name(uuid: str) -> str:
 
 def gpu_metadata(identity: AgentIdentity, device: DeviceInfo, now_rfc3339: str) -> dict[str, Any]:
     """Labels, the last-sync annotation and the GPUNode as controller owner."""
-    keys = identity.keys
     return {
         "name": gpu_name(device.uuid),
-        "labels": {keys.managed_by: identity.node, keys.gpupool: identity.pool},
-        "annotations": {keys.last_sync: now_rfc3339},
+        "labels": {KEYS.managed_by: identity.node, KEYS.gpupool: identity.pool},
+        "annotations": {KEYS.last_sync: now_rfc3339},
         "ownerReferences": [{
             "apiVersion": _API_VERSION, "kind": "GPUNode", "name": identity.node,
             "uid": identity.gpu_node_uid, "controller": True, "blockOwnerDeletion": True,
@@ -170,16 +168,14 @@ def gpu_status_patch(
     return status
 
 
-def vanished_patch(
-    gpu: Mapping[str, Any], now_rfc3339: str, keys: Keys = KEYS
-) -> dict[str, Any] | None:
+def vanished_patch(gpu: Mapping[str, Any], now_rfc3339: str) -> dict[str, Any] | None:
     """A GPU no longer discovered: None when it is idle (delete it), else the patch marking it
     `Unknown` with `gpu-missing-since` (kept from an earlier mark)."""
     status = gpu.get("status") or {}
     if is_idle(status):
         return None
-    since = annotations_of(gpu).get(keys.gpu_missing_since) or now_rfc3339
-    return {"metadata": {"annotations": {keys.gpu_missing_since: since}},
+    since = annotations_of(gpu).get(KEYS.gpu_missing_since) or now_rfc3339
+    return {"metadata": {"annotations": {KEYS.gpu_missing_since: since}},
             "status": {"phase": "Unknown"}}  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tensorfusion.domain.annotations import KEYS, IndexResourceError, Keys, decode_index
+from tensorfusion.domain.annotations import KEYS, IndexResourceError, decode_index
 from tensorfusion.domain.annotations import pod_index_from_containers as pod_index_of
 from tensorfusion.domain.object_views import (
     annotations_of,
@@ -47,18 +47,17 @@ def allocate_worker(
     device_count: int,
     pods: Iterable[Mapping[str, Any]],
     native_uuids: Mapping[str, str],
-    keys: Keys = KEYS,
 ) -> WorkerAllocation:
     """The allocation of `device_count` devices of `resource_name` among the node's `pods`;
     `native_uuids` maps a GPU object name to its device uuid."""
     try:
-        index = decode_index(resource_name, device_count, keys)
+        index = decode_index(resource_name, device_count, KEYS)
     except IndexResourceError as error:
         raise WorkerAllocationError(str(error)) from None
     holders = []
     for pod in pods:
         try:
-            if _live(pod) and pod_index_of(pod, keys) == index:
+            if _live(pod) and pod_index_of(pod, KEYS) == index:
                 holders.append(pod)
         except IndexResourceError:
             continue
@@ -66,11 +65,11 @@ def allocate_worker(
         raise WorkerAllocationError(f"no worker pod with index {index} on this node")
     pending = [pod for pod in holders if (pod.get("status") or {}).get("phase") == "Pending"]
     pod = (pending or holders)[0]
-    text = str(annotations_of(pod).get(keys.gpu_ids) or "")
+    text = str(annotations_of(pod).get(KEYS.gpu_ids) or "")
     gpus = tuple(name.strip() for name in text.split(",") if name.strip())
     name = f"{namespace_of(pod)}/{name_of(pod)}"
     if not gpus:
-        raise WorkerAllocationError(f"worker pod {name} (index {index}) has no {keys.gpu_ids}")
+        raise WorkerAllocationError(f"worker pod {name} (index {index}) has no {KEYS.gpu_ids}")
     unknown = [gpu for gpu in gpus if gpu not in native_uuids]
     if unknown:
         raise WorkerAllocationError(
