@@ -29,10 +29,10 @@ from typing import Any
 
 from tensorfusion.adapters.package_data import default_alert_rule_definitions
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
-from tensorfusion.domain.alerting.durations import DurationError
 from tensorfusion.domain.alerting.replay import ReplayReport, replay_alerts
 from tensorfusion.domain.alerting.rules import RuleSet, load_rules
 from tensorfusion.domain.bounded_documents import DocumentError, DocumentLimits, load_yaml_document
+from tensorfusion.domain.durations import DurationError
 from tensorfusion.domain.metrics.retention import RetentionError, parse_ttl
 from tensorfusion.domain.metrics.rows import FieldValue, MetricRow
 from tensorfusion.domain.metrics.schema import ColumnType, TableSchema, table

@@ -10,7 +10,6 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Final, TypeVar
 
-from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.quantities import Quantity, QuantityError, parse_quantity
 
 __all__ = [
@@ -18,7 +17,6 @@ __all__ = [
     "InvalidValueError",
     "enum_rule",
     "parse_bool",
-    "parse_duration",
     "parse_enum",
     "parse_index_list",
     "parse_int",
@@ -34,7 +32,6 @@ __all__ = [
 RULE_BOOL: Final = 'must be "true" or "false"'
 _INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 _LEADING_NUMBER: Final = re.compile(r"^[0-9]+(?:\.[0-9]+)?")
-RULE_DURATION: Final = "must be a non-negative duration such as 300ms, 5m or 1h30m"
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -148,11 +145,3 @@ def parse_enum(text: str, enum: type[E]) -> E:
         return enum(text)
     except ValueError:
         raise InvalidValueError(enum_rule(enum)) from None
-
-
-def parse_duration(text: str) -> int:
-    """A non-negative Go duration (`300ms`, `5m`, `1h30m`, `0`) in nanoseconds."""
-    try:
-        return parse_go_duration(text)
-    except DurationError:
-        raise InvalidValueError(RULE_DURATION) from None

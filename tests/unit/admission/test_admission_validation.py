@@ -9,8 +9,8 @@ import pytest
 from tensorfusion.domain.admission import AdmissionDecision
 from tensorfusion.domain.admission.validation import validate_annotations
 from tensorfusion.domain.annotation_errors import AnnotationError, Code, invalid_value, problem
-from tensorfusion.domain.annotation_values import InvalidValueError, parse_duration
 from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.durations import RULE_DURATION, DurationError, parse_go_duration
 
 from .admission_builders import P, make_pod, resources_ok
 
@@ -226,9 +226,10 @@ def test_error_format_helpers() -> None:
     [("0", 0), ("300ms", 300_000_000), ("1h30m", 5_400_000_000_000), ("1.5s", 1_500_000_000)],
 )
 def test_duration_parser(text: str, nanoseconds: int) -> None:
-    assert parse_duration(text) == nanoseconds
+    assert parse_go_duration(text) == nanoseconds
 
 
 def test_duration_parser_rejects_empty() -> None:
-    with pytest.raises(InvalidValueError):
-        parse_duration("")
+    with pytest.raises(DurationError) as raised:
+        parse_go_duration("")
+    assert raised.value.rule == RULE_DURATION

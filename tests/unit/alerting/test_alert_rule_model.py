@@ -8,13 +8,14 @@ import pytest
 import yaml
 
 from tensorfusion.domain.alerting.conditions import Dialect, simulated_conditions, wall_conditions
-from tensorfusion.domain.alerting.durations import DurationError, parse_rule_interval
+from tensorfusion.domain.alerting.durations import parse_rule_interval
 from tensorfusion.domain.alerting.read_query import (
     RUST_WHITESPACE,
     ReadQueryError,
     check_read_query,
 )
 from tensorfusion.domain.alerting.rules import load_rules
+from tensorfusion.domain.durations import DurationError
 
 
 def _rule(**overrides: Any) -> dict[str, Any]:

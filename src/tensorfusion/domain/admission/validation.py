@@ -15,7 +15,6 @@ from tensorfusion.domain.annotation_values import (
     InvalidValueError,
     enum_rule,
     parse_bool,
-    parse_duration,
     parse_enum,
     parse_index_list,
     parse_int,
@@ -26,6 +25,7 @@ from tensorfusion.domain.annotation_values import (
     parse_vram_bytes,
 )
 from tensorfusion.domain.annotations import DISABLE_FEATURES, INDEX_MAX, INDEX_MIN, Keys
+from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.object_views import annotations_of, labels_of
 from tensorfusion.domain.vocabulary import IsolationMode, QoSLevel, TopologySource
 
@@ -92,7 +92,7 @@ def _enum_of(values: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _duration(text: str) -> str:
-    parse_duration(text)
+    parse_go_duration(text)
     return text
 
 
@@ -115,7 +115,7 @@ class _Collector:
             return None
         try:
             value = parser(str(text))
-        except InvalidValueError as error:
+        except (InvalidValueError, DurationError) as error:
             self.problems.append(invalid_value(key, str(text), error.rule))
             return None
         self.values[attribute] = value

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tensorfusion.domain.alerting.durations import DurationError, parse_rule_interval
+from tensorfusion.domain.alerting.durations import parse_rule_interval
 from tensorfusion.domain.alerting.rules import RuleSet, load_rules
 from tensorfusion.domain.bounded_documents import DocumentError, load_yaml_document
+from tensorfusion.domain.durations import DurationError
 from tensorfusion.domain.metrics.retention import RetentionError, parse_ttl
 
 __all__ = ["DEFAULT_TTL", "DynamicConfig", "DynamicConfigError", "parse_dynamic_config"]

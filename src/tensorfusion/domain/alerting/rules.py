@@ -12,7 +12,7 @@ from tensorfusion.domain.alerting.conditions import (
     simulated_conditions,
     wall_conditions,
 )
-from tensorfusion.domain.alerting.durations import DurationError, parse_rule_interval
+from tensorfusion.domain.alerting.durations import parse_rule_interval
 from tensorfusion.domain.alerting.read_query import ReadQueryError, check_read_query
 from tensorfusion.domain.alerting.templates import (
     GoTemplate,
@@ -20,6 +20,7 @@ from tensorfusion.domain.alerting.templates import (
     TemplateSyntaxError,
     compile_template,
 )
+from tensorfusion.domain.durations import DurationError
 from tensorfusion.domain.metrics.schema import AGENT_SAMPLED_TABLES, DEFAULT_AGENT_SAMPLE_INTERVAL_S
 
 __all__ = [
