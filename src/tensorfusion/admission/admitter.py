@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import httpx
 import orjson
@@ -41,19 +41,14 @@ from tensorfusion.domain.admission.replica_gate import (
 )
 from tensorfusion.domain.admission.review import AdmissionRequest
 from tensorfusion.domain.admission.workload import WorkloadWrite
+from tensorfusion.runtime.informer import ObjectCache
 
-__all__ = ["COUNTER_ATTEMPTS", "CachedWorkloads", "ClusterAdmitter"]
+__all__ = ["COUNTER_ATTEMPTS", "ClusterAdmitter"]
 
 COUNTER_ATTEMPTS: Final = 6
 """The first try and 5 conflict retries."""
 COUNTER_BACKOFF_S: Final = 0.01
 _WORKLOADS: Final = "/apis/tensor-fusion.ai/v1/namespaces/{namespace}/tensorfusionworkloads"
-
-
-class CachedWorkloads(Protocol):
-    """The replica's TensorFusionWorkload cache."""
-
-    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None: ...
 
 
 class _ConflictError(Exception):
@@ -68,7 +63,7 @@ class ClusterAdmitter:
         client: AsyncClient,
         sources: AdmissionSources,
         settings: AdmissionSettings,
-        workloads: CachedWorkloads | None = None,
+        workloads: ObjectCache | None = None,
     ) -> None:
         self._client = client
         self._sources = sources

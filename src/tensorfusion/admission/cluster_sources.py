@@ -16,7 +16,7 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import aiohttp
 import orjson
@@ -28,8 +28,9 @@ from tensorfusion.admission.facts_gathering import PodIndex
 from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
 from tensorfusion.domain.annotations import INDEX_MAX, INDEX_MIN
 from tensorfusion.domain.object_views import labels_of
+from tensorfusion.runtime.informer import ObjectCache
 
-__all__ = ["LEADER_INDEX_TIMEOUT_S", "ClusterAdmissionSources", "ObjectCache", "owner_path"]
+__all__ = ["LEADER_INDEX_TIMEOUT_S", "ClusterAdmissionSources", "owner_path"]
 
 LEADER_INDEX_TIMEOUT_S: Final = 2.0
 OWNER_CACHE_S: Final = 30.0
@@ -44,14 +45,6 @@ _PLURALS: Final = {
     ("batch", "CronJob"): "cronjobs",
     ("", "ReplicationController"): "replicationcontrollers",
 }
-
-
-class ObjectCache(Protocol):
-    """An informer cache."""
-
-    def list(self, namespace: str | None = None) -> Sequence[Mapping[str, Any]]: ...
-
-    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None: ...
 
 
 def owner_path(namespace: str, ref: Mapping[str, Any]) -> str | None:

@@ -20,9 +20,9 @@ from typing import Any, Final, Protocol
 from tensorfusion.adapters.kube.events import InvolvedObject
 from tensorfusion.alerting.event_sink import EventSink, LogEventSink
 from tensorfusion.domain.object_views import name_of
+from tensorfusion.runtime.informer import ObjectCache, SyncedObjectCache
 
 __all__ = [
-    "ClusterCache",
     "EventWriter",
     "KubernetesEventSink",
     "cluster_target",
@@ -42,15 +42,7 @@ class EventWriter(Protocol):
     ) -> None: ...
 
 
-class ClusterCache(Protocol):
-    """The TensorFusionCluster informer (or any cache with the same reading methods)."""
-
-    def list(self, namespace: str | None = None) -> list[Mapping[str, Any]]: ...
-
-    async def wait_synced(self) -> None: ...
-
-
-def cluster_target(cache: ClusterCache, name: str | None = None) -> InvolvedObject | None:
+def cluster_target(cache: ObjectCache, name: str | None = None) -> InvolvedObject | None:
     """The TensorFusionCluster named `name`, or the oldest one (then by name); None if none."""
     clusters = [obj for obj in cache.list() if name_of(obj)]
     if name is not None:
@@ -77,7 +69,7 @@ class KubernetesEventSink:
     def __init__(
         self,
         recorder: EventWriter,
-        clusters: ClusterCache,
+        clusters: SyncedObjectCache,
         *,
         cluster_name: str | None = None,
         log_sink: EventSink | None = None,

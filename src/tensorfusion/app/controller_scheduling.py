@@ -36,7 +36,8 @@ from tensorfusion.extender.kube_scheduler import (
     check_versions,
     plan_kube_scheduler,
 )
-from tensorfusion.extender.scheduling import Extender, PodCache
+from tensorfusion.extender.scheduling import Extender
+from tensorfusion.runtime.informer import ObjectCache
 
 __all__ = ["EVENT_COMPONENT", "PodEventRecorder", "SchedulingWork", "prepare_scheduling"]
 
@@ -94,7 +95,7 @@ async def prepare_scheduling(
     settings: SchedulerSettings,
     state: AllocatorState,
     native: NativeState,
-    workers: PodCache,
+    workers: ObjectCache,
     fence: Callable[[], float],
     registry: CollectorRegistry,
 ) -> SchedulingWork:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from tensorfusion.domain.allocator.allocation_seal import UNSEALED_REASON, seal_problem
 from tensorfusion.domain.allocator.allocator import Allocator, OverCommitError
@@ -51,26 +51,18 @@ from tensorfusion.domain.model import (
 from tensorfusion.domain.object_views import is_deleting, name_of, namespace_of, uid_of
 from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.domain.vocabulary import IsolationPolicy
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
 __all__ = [
     "UNREADABLE_REASON",
     "AllocatorChanges",
     "AllocatorState",
-    "ObjectCache",
     "ProblemNotice",
     "StateCaches",
 ]
 
 _log = logging.getLogger(__name__)
-
-
-class ObjectCache(Protocol):
-    """What the state reads of an informer: its cached objects."""
-
-    def list(self, namespace: str | None = None) -> list[Mapping[str, Any]]: ...
-
-    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
-from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.allocator.snapshot import format_rfc3339
@@ -21,6 +20,7 @@ from tensorfusion.domain.desired_state.pools import (
     pools_to_delete,
 )
 from tensorfusion.domain.object_views import Obj, is_deleting, name_of, status_of
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import InformerEvent
 
 __all__ = ["ClusterReconciler"]

@@ -22,7 +22,6 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from tensorfusion.adapters.kube.object_client import ObjectClient
-from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.hypervisor_pods import HypervisorPodReconciler
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
@@ -64,6 +63,7 @@ from tensorfusion.domain.object_views import (
     name_of,
     status_of,
 )
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
 __all__ = ["ComponentRollout"]

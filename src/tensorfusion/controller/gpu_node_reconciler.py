@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
-from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState, ObjectCache
+from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.allocator.allocator import Allocator
@@ -46,6 +46,7 @@ from tensorfusion.domain.object_views import (
     name_of,
     status_of,
 )
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
 
 __all__ = ["GPUNodeReconciler"]

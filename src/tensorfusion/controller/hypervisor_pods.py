@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
-from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.annotations import KEYS
@@ -48,6 +47,7 @@ from tensorfusion.domain.object_views import (
     status_of,
     uid_of,
 )
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import InformerEvent
 
 __all__ = ["CRASH_LOOP_RECREATE", "TEMPLATE_INVALID", "HypervisorPodReconciler", "PodSync"]

@@ -20,7 +20,7 @@ import logging
 from collections import Counter as Tally
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from tensorfusion.adapters.tsdb.store import QueryResult
 from tensorfusion.domain.allocator.allocator import Allocator
@@ -35,11 +35,11 @@ from tensorfusion.domain.metrics.recorders import (
 )
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.object_views import labels_of, name_of, status_of, uid_of
+from tensorfusion.runtime.informer import ObjectCache
 
 __all__ = [
     "COUNTER_COLUMNS",
     "ClusterRecorder",
-    "ObjectList",
     "parse_seed",
     "pod_ready",
     "seed_query",
@@ -68,12 +68,6 @@ _FIELD_OF: Final = {
 
 Counts = Callable[[], Mapping[str, Mapping[str, int]]]
 """Pool -> counter column -> what this process counted since it started."""
-
-
-class ObjectList(Protocol):
-    """An informer cache: its objects."""
-
-    def list(self, namespace: str | None = None) -> list[Mapping[str, Any]]: ...
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:
@@ -116,9 +110,9 @@ class ClusterRecorder:
         self,
         allocator: Callable[[], Allocator | None],
         *,
-        gpu_nodes: ObjectList,
-        pools: ObjectList,
-        pods: ObjectList,
+        gpu_nodes: ObjectCache,
+        pools: ObjectCache,
+        pods: ObjectCache,
         counts: Counts | None = None,
     ) -> None:
         self._allocator = allocator

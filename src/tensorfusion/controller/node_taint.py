@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from tensorfusion.adapters.kube.object_client import ObjectClient
-from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState, ObjectCache
+from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.allocator.progressive_migration import (
@@ -22,6 +22,7 @@ from tensorfusion.domain.allocator.progressive_migration import (
     wants_progressive_taint,
 )
 from tensorfusion.domain.object_views import Obj
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
 __all__ = ["ProgressiveTaintReconciler"]

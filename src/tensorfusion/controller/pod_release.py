@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from tensorfusion.adapters.kube.events import InvolvedObject
 from tensorfusion.adapters.kube.object_client import ObjectClient
-from tensorfusion.controller.allocator_state import AllocatorState, ObjectCache
+from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.controller.replica_recount import CounterSlot, counter_of
@@ -29,6 +29,7 @@ from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
 from tensorfusion.domain.allocator.recovery import worker_gpu_ids
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.object_views import Obj, is_deleting, metadata_of, uid_of
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
 
 __all__ = ["SWEEP_INTERVAL_S", "PodReleaser"]

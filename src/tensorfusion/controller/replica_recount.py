@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
-from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter
 from tensorfusion.controller.reconcile_loop import ReconcileLoop, every
 from tensorfusion.domain.admission.replica_gate import (
@@ -31,6 +30,7 @@ from tensorfusion.domain.admission.replica_gate import (
 from tensorfusion.domain.admission.workload_identity import owner_group
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.object_views import Obj, controller_of, is_deleting, metadata_of
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
 __all__ = ["RECOUNT_INTERVAL_S", "RECOUNT_SETTLE_S", "CounterSlot", "ReplicaRecount", "counter_of"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tensorfusion.adapters.kube.object_client import ObjectClient
-from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState, ObjectCache
+from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorState
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import every
 from tensorfusion.domain.allocator.allocator import Allocator
@@ -38,6 +38,7 @@ from tensorfusion.domain.desired_state.quotas import (
     quota_roles,
 )
 from tensorfusion.domain.object_views import Obj, metadata_of, name_of, status_of
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
 __all__ = ["GPUStatusWriter", "QuotaStatusWriter"]

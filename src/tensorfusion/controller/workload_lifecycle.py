@@ -16,12 +16,12 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from tensorfusion.adapters.kube.object_client import ObjectClient
-from tensorfusion.controller.allocator_state import ObjectCache
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.admission.workload import WORKLOAD_KIND, collectable, pod_as_owner
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.object_views import Obj, controller_of, is_deleting, metadata_of, uid_of
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
 
 __all__ = ["COLLECTED", "COLLECT_AFTER_S", "WorkloadLifecycle"]

@@ -64,6 +64,7 @@ from tensorfusion.domain.scheduling.native import NativeInputError
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster, PodNativeView
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.runtime.fence import Fence, fenced_call
+from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.leader_election import NotLeaderError
 
 __all__ = [
@@ -120,12 +121,6 @@ class PodEvents(Protocol):
     ) -> None: ...
 
 
-class PodCache(Protocol):
-    """The worker-pod informer cache."""
-
-    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None: ...
-
-
 @dataclass(slots=True)
 class ExtenderCounters:
     """Outcomes by verb and result, read by the metrics collector."""
@@ -147,7 +142,7 @@ class Extender:
         allocator: Callable[[], Allocator | None],
         native: NativeCluster,
         pods: PodCalls,
-        cache: PodCache,
+        cache: ObjectCache,
         events: PodEvents,
         fence: Fence,
         args: GPUSchedulingArgs,

@@ -21,9 +21,9 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from tensorfusion.domain.backoff import Backoff
 from tensorfusion.runtime.informer_source import (
@@ -43,12 +43,29 @@ __all__ = [
     "Informer",
     "InformerEvent",
     "InformerStats",
+    "ObjectCache",
     "ObjectKey",
+    "SyncedObjectCache",
 ]
 
 _log = logging.getLogger(__name__)
 
 Handler = Callable[[InformerEvent], None]
+
+
+class ObjectCache(Protocol):
+    """What a feature reads of an informer: its cached objects (an `Informer` or a fake)."""
+
+    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None: ...
+
+    def list(self, namespace: str | None = None) -> Sequence[Mapping[str, Any]]: ...
+
+
+class SyncedObjectCache(ObjectCache, Protocol):
+    """An `ObjectCache` whose first list can be awaited."""
+
+    async def wait_synced(self) -> None: ...
+
 
 DEFAULT_INFORMER_BACKOFF: Final = Backoff(initial=0.8, maximum=30.0)
 """client-go's reflector backoff: 800 ms, doubling, capped at 30 s."""

@@ -20,6 +20,9 @@ class Clusters:
         self.objects = list(objects)
         self.synced = asyncio.Event()
 
+    def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None:
+        return next((obj for obj in self.objects if obj["metadata"]["name"] == name), None)
+
     def list(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
         return list(self.objects)
 

@@ -114,6 +114,9 @@ class NoCache:
     def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None:
         return None
 
+    def list(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
+        return []
+
 
 @dataclass
 class Harness:
