@@ -48,8 +48,8 @@ from tests.cluster.nodes import create_fake_gpu_node
 from benchmark_doc import write_section
 from tensorfusion.adapters.kube.client import make_client, raw_http
 from tensorfusion.adapters.kube.custom_resources import resource_of
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS, encode_index
+from tensorfusion.domain.timestamps import format_rfc3339
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = "bench-pool"

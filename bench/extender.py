@@ -128,6 +128,9 @@ class NoCache:
     def get(self, name: str, namespace: str = "") -> Mapping[str, Any] | None:
         return None
 
+    def list(self, namespace: str | None = None) -> list[Mapping[str, Any]]:
+        return []
+
 
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)

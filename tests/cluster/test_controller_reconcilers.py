@@ -35,9 +35,9 @@ from tensorfusion.controller.node_taint import ProgressiveTaintReconciler
 from tensorfusion.controller.pod_release import PodReleaser
 from tensorfusion.controller.pool_reconciler import PoolStatusReconciler
 from tensorfusion.controller.status_writeback import GPUStatusWriter
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS, encode_index
 from tensorfusion.domain.model import KINDS
+from tensorfusion.domain.timestamps import format_rfc3339
 from tensorfusion.domain.vocabulary import IsolationPolicy
 from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.informer_lightkube import LightkubeSource

@@ -19,7 +19,6 @@ from lightkube.types import PatchType
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.app.controller_reconcilers import HYPERVISOR_IMAGE
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.hypervisor_pods import (
     HypervisorInputs,
@@ -31,6 +30,7 @@ from tensorfusion.domain.desired_state.hypervisor_pods import (
 )
 from tensorfusion.domain.desired_state.objects import parse_time
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
+from tensorfusion.domain.timestamps import format_rfc3339
 
 from .agent_runner import AgentRunner
 from .conftest import DeleteLater

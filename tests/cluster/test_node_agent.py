@@ -20,8 +20,8 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.timestamps import format_rfc3339
 
 from .conftest import DeleteLater
 from .controller_replicas import EXECUTABLE, Start, install_crds

@@ -19,12 +19,12 @@ from typing import Any, Final
 
 from tensorfusion.alerting.event_sink import EventSink
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
-from tensorfusion.domain.alerting.durations import format_rfc3339_ms
 from tensorfusion.domain.alerting.dynamic_config import (
     DynamicConfig,
     DynamicConfigError,
     parse_dynamic_config,
 )
+from tensorfusion.domain.timestamps import format_rfc3339_ms
 
 __all__ = ["CONFIG_FILE_NAME", "ConfigWatcher"]
 

@@ -21,7 +21,7 @@ from tensorfusion.adapters.alertmanager.targets import (
 from tensorfusion.adapters.tsdb.greptime_store import GreptimeSettings
 from tensorfusion.alerting.rule_test import FixtureError, run_rule_test
 from tensorfusion.alerting.standalone import StandaloneEvaluator, StandaloneOptions
-from tensorfusion.domain.alerting.durations import format_rfc3339_ms
+from tensorfusion.domain.timestamps import format_rfc3339_ms
 
 __all__ = ["app"]
 

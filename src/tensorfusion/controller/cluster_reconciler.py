@@ -10,7 +10,6 @@ from typing import Any, Final
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.desired_state.clusters import cluster_status
 from tensorfusion.domain.desired_state.objects import merge_patch
 from tensorfusion.domain.desired_state.pools import (
@@ -20,6 +19,7 @@ from tensorfusion.domain.desired_state.pools import (
     pools_to_delete,
 )
 from tensorfusion.domain.object_views import Obj, is_deleting, name_of, status_of
+from tensorfusion.domain.timestamps import format_rfc3339
 from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import InformerEvent
 

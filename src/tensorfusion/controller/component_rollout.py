@@ -26,7 +26,6 @@ from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter
 from tensorfusion.controller.hypervisor_pods import HypervisorPodReconciler
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.admission.hashing import client_config_hash, stable_hash
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import (
     COMPONENT_CLIENT,
     COMPONENT_HYPERVISOR,
@@ -63,6 +62,7 @@ from tensorfusion.domain.object_views import (
     name_of,
     status_of,
 )
+from tensorfusion.domain.timestamps import format_rfc3339
 from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 

@@ -11,11 +11,11 @@ from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import ReconcileLoop
 from tensorfusion.domain.allocator.capacity_figures import NodeCapacity, node_capacity
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.objects import merge_patch
 from tensorfusion.domain.desired_state.pools import pool_status
 from tensorfusion.domain.object_views import Obj, is_deleting, labels_of, name_of, status_of
+from tensorfusion.domain.timestamps import format_rfc3339
 from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import InformerEvent
 

@@ -16,8 +16,8 @@ from tensorfusion.adapters.kube.object_client import ObjectClient
 from tensorfusion.controller.allocator_state import AllocatorState, ProblemNotice
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import every
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.desired_state.readable_condition import readable_patch
+from tensorfusion.domain.timestamps import format_rfc3339
 from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.leader_election import NotLeaderError
 

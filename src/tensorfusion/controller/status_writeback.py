@@ -26,7 +26,6 @@ from tensorfusion.controller.allocator_state import AllocatorChanges, AllocatorS
 from tensorfusion.controller.fenced_writes import EventSink, Fence, FencedWriter, involved
 from tensorfusion.controller.reconcile_loop import every
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.desired_state.gpus import gpu_owned_status
@@ -38,6 +37,7 @@ from tensorfusion.domain.desired_state.quotas import (
     quota_roles,
 )
 from tensorfusion.domain.object_views import Obj, metadata_of, name_of, status_of
+from tensorfusion.domain.timestamps import format_rfc3339
 from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 

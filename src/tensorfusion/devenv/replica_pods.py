@@ -24,7 +24,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Pod, Secret
 from lightkube.types import PatchType
 
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
+from tensorfusion.domain.timestamps import format_rfc3339
 
 __all__ = ["STAND_IN_LABEL", "release_ca_file", "stand_in_pod"]
 

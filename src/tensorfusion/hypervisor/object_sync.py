@@ -21,7 +21,6 @@ from lightkube import AsyncClient
 from tensorfusion.adapters.kube.client import raw_http
 from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.devices.gpu_objects import (
     AgentIdentity,
     gpu_metadata,
@@ -32,6 +31,7 @@ from tensorfusion.domain.devices.gpu_objects import (
 )
 from tensorfusion.domain.devices.inventory import DeviceInfo, Inventory
 from tensorfusion.domain.object_views import name_of, uid_of
+from tensorfusion.domain.timestamps import format_rfc3339
 
 __all__ = [
     "ATTEMPTS",

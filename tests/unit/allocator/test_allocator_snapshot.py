@@ -16,11 +16,11 @@ from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.snapshot import (
     allocation_view,
     allocator_copy,
-    format_rfc3339,
     nodes_view,
     pools_view,
     wants_progressive_taint,
 )
+from tensorfusion.domain.timestamps import format_rfc3339
 from tensorfusion.domain.vocabulary import IsolationPolicy, PlacementMode, QoSLevel
 
 from .builders import POOL, allocator_with, gpu, request, tflops, vram

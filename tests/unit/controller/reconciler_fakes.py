@@ -18,8 +18,8 @@ from typing import Any, Literal
 from tensorfusion.adapters.kube.events import InvolvedObject
 from tensorfusion.adapters.kube.object_client import KubeError
 from tensorfusion.controller.allocator_state import AllocatorState, StateCaches
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS, encode_index
+from tensorfusion.domain.timestamps import format_rfc3339
 from tensorfusion.domain.vocabulary import IsolationPolicy
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent, ObjectKey
 from tensorfusion.runtime.leader_election import NotLeaderError

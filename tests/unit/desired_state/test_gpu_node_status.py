@@ -8,7 +8,6 @@ import pytest
 
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.capacity_figures import node_capacity
-from tensorfusion.domain.allocator.snapshot import format_rfc3339
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.gpu_nodes import (
     AgentReadiness,
@@ -18,6 +17,7 @@ from tensorfusion.domain.desired_state.gpu_nodes import (
     gpu_phase,
 )
 from tensorfusion.domain.desired_state.objects import Exactly
+from tensorfusion.domain.timestamps import format_rfc3339
 
 from ..allocator.builders import gpu, request
 

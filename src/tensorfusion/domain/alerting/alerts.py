@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from tensorfusion.domain.alerting.durations import format_rfc3339_ms
+from tensorfusion.domain.timestamps import format_rfc3339_ms
 
 __all__ = [
     "DEFAULT_JOB",

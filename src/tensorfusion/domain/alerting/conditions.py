@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from tensorfusion.domain.alerting.durations import format_sql_timestamp
+from tensorfusion.domain.timestamps import format_sql_timestamp
 
 __all__ = ["Dialect", "simulated_conditions", "wall_conditions"]
 

@@ -9,11 +9,9 @@ are null. The caller holds the allocator's lock while a view is built (§3).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator
@@ -27,24 +25,15 @@ from tensorfusion.domain.allocator.gpu_state import GPUState, RunningApp
 from tensorfusion.domain.allocator.progressive_migration import wants_progressive_taint
 from tensorfusion.domain.allocator.quota import NamespaceQuota
 from tensorfusion.domain.allocator.records import AllocationRecord, NodeState
+from tensorfusion.domain.timestamps import format_rfc3339
 
 __all__ = [
     "allocation_view",
     "allocator_copy",
-    "format_rfc3339",
     "nodes_view",
     "pools_view",
     "wants_progressive_taint",
 ]
-
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def format_rfc3339(seconds: float) -> str:
-    """Seconds since the Unix epoch as RFC 3339 UTC to the second, as Kubernetes writes times."""
-    moment = _EPOCH + timedelta(seconds=math.floor(seconds))
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
 
 # ---- GET /api/allocation ---------------------------------------------------------------------
 
