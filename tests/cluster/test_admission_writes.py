@@ -22,7 +22,7 @@ from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.admission.admitter import ClusterAdmitter
 from tensorfusion.admission.cluster_sources import ClusterAdmissionSources
 from tensorfusion.admission.facts_gathering import AdmissionSettings
-from tensorfusion.domain.admission.decision import Outcome
+from tensorfusion.domain.admission.decision import AdmissionOutcome
 from tensorfusion.domain.admission.review import AdmissionRequest
 
 from ..unit.admission.admission_builders import make_pod, make_pool, resources_ok
@@ -88,7 +88,7 @@ async def test_concurrent_admissions_count_exactly_n_and_write_the_workload(
 
     decisions = await asyncio.gather(*(admitter.admit(request(i)) for i in range(6)))
     outcomes = sorted(d.outcome for d in decisions)
-    assert outcomes.count(Outcome.MUTATED) == 2, outcomes
+    assert outcomes.count(AdmissionOutcome.MUTATED) == 2, outcomes
     assert all(d.allowed for d in decisions)
     stored = await kube.get(ReplicaSet, "web-rs", namespace=namespace)
     assert stored.metadata is not None and stored.metadata.annotations is not None

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
 
-from tensorfusion.alerting.event_sink import EventSink
+from tensorfusion.alerting.event_sink import WarningSink
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
 from tensorfusion.domain.alerting.dynamic_config import (
     DynamicConfig,
@@ -40,7 +40,7 @@ class ConfigWatcher:
         config_dir: str | Path,
         on_change: Callable[[DynamicConfig], Awaitable[None]],
         *,
-        events: EventSink,
+        events: WarningSink,
         metrics: EvaluatorMetrics | None = None,
         poll_interval_s: float = 5.0,
         file_name: str = CONFIG_FILE_NAME,

@@ -21,7 +21,7 @@ from typing import Any, Final, Protocol
 from tensorfusion.adapters.task_ends import task_end_logger
 from tensorfusion.adapters.tsdb.store import MetricsStore, StoreError
 from tensorfusion.alerting.alerts_status import evaluation_status, rules_status
-from tensorfusion.alerting.event_sink import EventSink
+from tensorfusion.alerting.event_sink import WarningSink
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
 from tensorfusion.alerting.state_store import StateStore, StateStoreError
 from tensorfusion.domain.alerting.alerts import DEFAULT_JOB, AlertNotice
@@ -66,7 +66,7 @@ class AlertEvaluator:
         notifier: Notifier,
         *,
         state_store: StateStore,
-        events: EventSink,
+        events: WarningSink,
         metrics: EvaluatorMetrics | None = None,
         job: str = DEFAULT_JOB,
         clock_ms: Callable[[], int] | None = None,

@@ -6,12 +6,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["EventSink", "LogEventSink", "RecordingEventSink", "ReportedEvent"]
+__all__ = ["LogEventSink", "RecordingEventSink", "ReportedEvent", "WarningSink"]
 
 _log = logging.getLogger("tensorfusion.events")
 
 
-class EventSink(Protocol):
+class WarningSink(Protocol):
     """Where warnings about configuration go (log now, Kubernetes Events in the controller)."""
 
     def warning(self, reason: str, message: str) -> None:

@@ -2,7 +2,7 @@
 for each report (a bad rule, a rejected config.yaml, the store or delivery failing), plus the
 structured log line of the log sink.
 
-`EventSink.warning` is synchronous (the config watcher and the evaluator call it in passing);
+`WarningSink.warning` is synchronous (the config watcher and the evaluator call it in passing);
 the Event is written by a task on the running loop through `EventRecorder`, which deduplicates
 identical Events as `kubectl describe` shows them and never raises. The task first waits for
 the TensorFusionCluster cache to hold its first list, then writes on the cluster named by the
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
 from tensorfusion.adapters.kube.events import InvolvedObject
-from tensorfusion.alerting.event_sink import EventSink, LogEventSink
+from tensorfusion.alerting.event_sink import LogEventSink, WarningSink
 from tensorfusion.domain.object_views import name_of
 from tensorfusion.runtime.informer import ObjectCache, SyncedObjectCache
 
@@ -72,7 +72,7 @@ class KubernetesEventSink:
         clusters: SyncedObjectCache,
         *,
         cluster_name: str | None = None,
-        log_sink: EventSink | None = None,
+        log_sink: WarningSink | None = None,
         ready_timeout_s: float = 60.0,
     ) -> None:
         self._recorder = recorder

@@ -49,7 +49,7 @@ from tensorfusion.alerting.configmap_state_store import (
     state_dropped_counter,
 )
 from tensorfusion.alerting.evaluator import AlertEvaluator
-from tensorfusion.alerting.event_sink import EventSink
+from tensorfusion.alerting.event_sink import WarningSink
 from tensorfusion.alerting.replica_config import ReplicaConfig
 from tensorfusion.alerting.standalone import job_label
 from tensorfusion.alerting.state_store import StateStore, StateStoreError
@@ -100,7 +100,7 @@ class LeaderAlertService:
         config: ReplicaConfig,
         *,
         store: Callable[[], Awaitable[MetricsStore]],
-        events: EventSink | None = None,
+        events: WarningSink | None = None,
         delivery_metrics: DeliveryMetrics | None = None,
         state_dropped: Counter | None = None,
         resolver: Resolver = dns_resolver,

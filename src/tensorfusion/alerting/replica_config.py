@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorfusion.alerting.config_watcher import ConfigWatcher
-from tensorfusion.alerting.event_sink import EventSink
+from tensorfusion.alerting.event_sink import WarningSink
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
 from tensorfusion.domain.alerting.dynamic_config import DynamicConfig
 
@@ -34,7 +34,7 @@ class ReplicaConfig:
         self,
         config_file: str | Path,
         *,
-        events: EventSink,
+        events: WarningSink,
         metrics: EvaluatorMetrics | None = None,
         poll_interval_s: float = 5.0,
     ) -> None:

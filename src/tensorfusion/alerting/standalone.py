@@ -22,7 +22,7 @@ from tensorfusion.adapters.tsdb.store import MetricsStore
 from tensorfusion.alerting.alerts_status import alerts_body
 from tensorfusion.alerting.config_watcher import ConfigWatcher
 from tensorfusion.alerting.evaluator import AlertEvaluator
-from tensorfusion.alerting.event_sink import EventSink, LogEventSink
+from tensorfusion.alerting.event_sink import LogEventSink, WarningSink
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
 from tensorfusion.alerting.state_store import FileStateStore, MemoryStateStore, StateStore
 from tensorfusion.domain.alerting.alerts import DEFAULT_JOB
@@ -60,7 +60,7 @@ class StandaloneEvaluator:
         self,
         options: StandaloneOptions,
         *,
-        events: EventSink | None = None,
+        events: WarningSink | None = None,
         store_factory: Callable[[], MetricsStore] | None = None,
         max_first_delay_s: float = 7.0,
     ) -> None:

@@ -92,7 +92,7 @@ class _Restarts:
 
 
 @dataclass
-class Supervisor:
+class DevSupervisor:
     """Everything one dev environment runs (see the module)."""
 
     settings: DevSettings
@@ -457,7 +457,7 @@ def serve(settings: DevSettings) -> int:
     state = DevState()
 
     async def main() -> DevPhase:
-        supervisor = Supervisor(settings, directory, state)
+        supervisor = DevSupervisor(settings, directory, state)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, supervisor.stop.set)

@@ -21,8 +21,8 @@ from tensorfusion.doctor.live_context import (
     CONTROLLER_LABEL,
     DEFAULT_NAMESPACE,
     DEFAULT_RELEASE,
+    CheckOutcome,
     LiveContext,
-    Outcome,
     condition,
     dig,
     name_of,
@@ -61,7 +61,7 @@ then the controller's log: kubectl logs -n {ns} deploy/{release}-controller -c c
 # ---- verify: CRDs and the tensor-fusion.ai objects ----------------------------------------
 
 
-async def check_crds(ctx: LiveContext) -> Outcome:
+async def check_crds(ctx: LiveContext) -> CheckOutcome:
     """Every CRD of the chart installed, established and serving v1."""
     crds = await ctx.items("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
     by_name = {name_of(crd): crd for crd in crds}
@@ -77,13 +77,15 @@ async def check_crds(ctx: LiveContext) -> Outcome:
         if not any(v.get("name") == "v1" and v.get("served") for v in versions):
             problems.append(f"{info.crd_name} does not serve v1")
     if problems:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             "; ".join(problems),
             "kubectl apply --server-side -f charts/tensor-fusion/crds/   "
             "# helm installs CRDs on the first install only",
         )
-    return Outcome(Status.PASS, f"all {len(KINDS)} CRDs of {API_GROUP} installed and serving v1")
+    return CheckOutcome(
+        Status.PASS, f"all {len(KINDS)} CRDs of {API_GROUP} installed and serving v1"
+    )
 
 
 async def _clusters(ctx: LiveContext) -> list[dict[str, Any]]:
@@ -93,13 +95,13 @@ async def _clusters(ctx: LiveContext) -> list[dict[str, Any]]:
     return found
 
 
-async def check_cluster_pools(ctx: LiveContext) -> Outcome:
+async def check_cluster_pools(ctx: LiveContext) -> CheckOutcome:
     """The TensorFusionCluster and every GPUPool in phase Running."""
     clusters = await _clusters(ctx)
     pools = await ctx.items(f"{_GROUP_PATH}/gpupools")
     if not clusters or not pools:
         missing = "TensorFusionCluster" if not clusters else "GPUPool"
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"no {missing}",
             "cluster:\n  enabled: true        # the chart's default cluster and pool",
@@ -110,22 +112,22 @@ async def check_cluster_pools(ctx: LiveContext) -> Outcome:
     ]
     listing = ", ".join(f"{kind} {name} {phase}" for kind, name, phase in phases)
     if any(phase != "Running" for _, _, phase in phases):
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             listing,
             "kubectl describe tensorfusioncluster,gpupool   "
             f"# and kubectl logs -n {ctx.namespace} deploy/{ctx.deployment_name} "
             "-c controller",
         )
-    return Outcome(Status.PASS, listing)
+    return CheckOutcome(Status.PASS, listing)
 
 
-async def check_gpus(ctx: LiveContext) -> Outcome:
+async def check_gpus(ctx: LiveContext) -> CheckOutcome:
     """GPUNodes and GPUs present, none Unknown, every node agent heartbeating."""
     nodes = await ctx.items(f"{_GROUP_PATH}/gpunodes")
     gpus = await ctx.items(f"{_GROUP_PATH}/gpus")
     if not nodes or not gpus:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"{len(nodes)} GPUNodes, {len(gpus)} GPUs",
             "label the GPU nodes to match initialGpuNodeLabelSelector "
@@ -157,19 +159,19 @@ async def check_gpus(ctx: LiveContext) -> Outcome:
         "-o wide   # and the agent's log on that node"
     )
     if problems:
-        return Outcome(Status.FAIL, f"{counts}: {'; '.join(problems + others)}", agents)
+        return CheckOutcome(Status.FAIL, f"{counts}: {'; '.join(problems + others)}", agents)
     if others:
-        return Outcome(Status.WARN, f"{counts}: {'; '.join(others)}", agents)
-    return Outcome(
+        return CheckOutcome(Status.WARN, f"{counts}: {'; '.join(others)}", agents)
+    return CheckOutcome(
         Status.PASS, f"{counts}, all Running; agent heartbeats at most {oldest:.0f}s old"
     )
 
 
-async def check_metrics_store(ctx: LiveContext) -> Outcome:
+async def check_metrics_store(ctx: LiveContext) -> CheckOutcome:
     """`TimeSeriesDatabaseReady=True` on the TensorFusionCluster, with the error if not."""
     clusters = await _clusters(ctx)
     if not clusters:
-        return Outcome(Status.SKIP, "no TensorFusionCluster to carry TimeSeriesDatabaseReady")
+        return CheckOutcome(Status.SKIP, "no TensorFusionCluster to carry TimeSeriesDatabaseReady")
     failing, fine = [], []
     for cluster in clusters:
         found = condition(cluster, "TimeSeriesDatabaseReady")
@@ -187,13 +189,13 @@ async def check_metrics_store(ctx: LiveContext) -> Outcome:
             )
     if failing:
         fix = _STORE_FIX.format(ns=ctx.namespace, release=ctx.release)
-        return Outcome(Status.FAIL, "; ".join(failing + fine), fix)
-    return Outcome(Status.PASS, "; ".join(fine))
+        return CheckOutcome(Status.FAIL, "; ".join(failing + fine), fix)
+    return CheckOutcome(Status.PASS, "; ".join(fine))
 
 
 # ---- the table ---------------------------------------------------------------------------
 
-_Check = Callable[[LiveContext], Awaitable[Outcome]]
+_Check = Callable[[LiveContext], Awaitable[CheckOutcome]]
 
 
 def _table(ctx: LiveContext) -> list[tuple[str, str, str, _Check]]:

@@ -3,7 +3,7 @@
 `LiveContext` reads the API server as JSON through the HTTP client under a lightkube client
 (`GET` of objects and lists, the service and pod proxies), knows the release's object names
 (deployment.md §6) and caches the reads several checks share. `run_check` turns a check's
-`Outcome`, or any error it raised, into a `CheckResult`: no permission is SKIP, anything else
+`CheckOutcome`, or any error it raised, into a `CheckResult`: no permission is SKIP, anything else
 FAIL with the reason, never a traceback.
 """
 
@@ -22,8 +22,8 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_RELEASE",
     "ApiCallError",
+    "CheckOutcome",
     "LiveContext",
-    "Outcome",
     "condition",
     "dig",
     "name_of",
@@ -90,7 +90,7 @@ class ApiCallError(Exception):
         self.message = message
 
 
-class Outcome(NamedTuple):
+class CheckOutcome(NamedTuple):
     """What a check found: its status, the finding and the fix (empty when passing)."""
 
     status: Status
@@ -253,22 +253,24 @@ class LiveContext:
 
 
 async def run_check(
-    check_id: str, step: str, command: str, check: Callable[[], Awaitable[Outcome]]
+    check_id: str, step: str, command: str, check: Callable[[], Awaitable[CheckOutcome]]
 ) -> CheckResult:
     """The result of one check; a refused read is SKIP, any other error FAIL, with the reason."""
     try:
         outcome = await check()
     except ApiCallError as error:
         if error.code in (401, 403):
-            outcome = Outcome(
+            outcome = CheckOutcome(
                 Status.SKIP,
                 f"not permitted: {error}",
                 "run with credentials that may read it (kubectl auth can-i)",
             )
         else:
-            outcome = Outcome(Status.FAIL, f"API error: {error}")
+            outcome = CheckOutcome(Status.FAIL, f"API error: {error}")
     except httpx.HTTPError as error:
-        outcome = Outcome(Status.FAIL, f"API server unreachable: {type(error).__name__}: {error}")
+        outcome = CheckOutcome(
+            Status.FAIL, f"API server unreachable: {type(error).__name__}: {error}"
+        )
     except Exception as error:  # a check must report, never raise
-        outcome = Outcome(Status.FAIL, f"check failed: {type(error).__name__}: {error}")
+        outcome = CheckOutcome(Status.FAIL, f"check failed: {type(error).__name__}: {error}")
     return CheckResult(check_id, step, outcome.status, outcome.found, outcome.fix, command)

@@ -28,8 +28,8 @@ from tensorfusion.doctor.live_context import (
     API_PORT,
     DIRECT_TIMEOUT_S,
     ApiCallError,
+    CheckOutcome,
     LiveContext,
-    Outcome,
     dig,
     response_message,
 )
@@ -109,7 +109,7 @@ def _rejections(nodes: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(shown) + (f"; {more} more" if more > 0 else "")
 
 
-async def check_simulate(ctx: LiveContext) -> Outcome:
+async def check_simulate(ctx: LiveContext) -> CheckOutcome:
     """The guide's test pod through `/api/simulate-schedule`: the node chosen, or why not."""
     where = ctx.api_url or f"Service {ctx.namespace}/{ctx.release}"
     try:
@@ -119,7 +119,7 @@ async def check_simulate(ctx: LiveContext) -> Outcome:
     except ApiCallError as error:
         if error.code:
             raise
-        return Outcome(Status.FAIL, f"POST /api/simulate-schedule at {where}: {error.message}",
+        return CheckOutcome(Status.FAIL, f"POST /api/simulate-schedule at {where}: {error.message}",
                        "is the port-forward running? " + port_forward_fix(ctx))  # fmt: skip
     if response.status_code != 200:
         message = response_message(response)
@@ -133,7 +133,7 @@ async def check_simulate(ctx: LiveContext) -> Outcome:
                 f"kubernetes.io/service-name={ctx.release}   # a Ready controller pod behind "
                 f"Service {ctx.release}, port {API_PORT}"
             )
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"POST /api/simulate-schedule through {where}: {response.status_code} {message}",
             fix,
@@ -142,13 +142,13 @@ async def check_simulate(ctx: LiveContext) -> Outcome:
     result = body.get("result") or {}
     if result.get("schedulable"):
         gpus = ", ".join(str(gpu) for gpu in result.get("gpus") or ())
-        return Outcome(
+        return CheckOutcome(
             Status.PASS,
             f"the guide's test pod (100 TFLOPS, 16Gi) would go to node "
             f"{result.get('node')}, GPUs {gpus or 'none'}",
         )
     nodes = [n for n in body.get("nodes") or () if n.get("rejectedAt")]
-    return Outcome(
+    return CheckOutcome(
         Status.WARN,
         f"the guide's test pod (100 TFLOPS, 16Gi) fits nowhere: "
         f"{result.get('message') or 'unschedulable'}; {_rejections(nodes)}",
@@ -294,25 +294,25 @@ async def _post(
     return Delivery(False, f"{url}: {'; '.join(errors)}")
 
 
-async def check_test_alert(ctx: LiveContext) -> Outcome:
+async def check_test_alert(ctx: LiveContext) -> CheckOutcome:
     """A short-lived `TensorFusionDoctorTest` posted to every Alertmanager of the leader."""
     try:
         status = await leader_alerts(ctx)
     except LeaderUnreachableError as error:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"no answer from the leader's GET /api/alerts: {error}",
             f"kubectl get lease {LEASE_NAME} -n {ctx.namespace}   # a leader?",
         )
     if status.get("enabled") is False:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             "the controller runs without -enable-alert",
             "keep -enable-alert in controller.command (the default command)",
         )
     urls = [str(t.get("url")) for t in status.get("alertmanagers") or () if t.get("url")]
     if not urls:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"the leader ({dig(status, 'replica', 'pod')}) sends to no Alertmanager",
             "alert.enabled: true (option A), or -alert-manager-addr "
@@ -333,13 +333,13 @@ async def check_test_alert(ctx: LiveContext) -> Outcome:
         f"{'; '.join(accepted + refused)}"
     )
     if refused:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             found,
             "check those Alertmanagers (kubectl get pods -n "
             f"{ctx.namespace} -o wide) and the leader's GET /api/alerts",
         )
-    return Outcome(
+    return CheckOutcome(
         Status.PASS,
         f"{found}; check that it reached your channel (it resolves in "
         f"{TEST_ALERT_LIFETIME.seconds // 60} minutes)",

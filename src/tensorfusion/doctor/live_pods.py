@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from tensorfusion.doctor.live_context import (
     CONTROLLER_LABEL,
+    CheckOutcome,
     LiveContext,
-    Outcome,
     condition,
     dig,
     name_of,
@@ -68,11 +68,11 @@ def _describe_pods(pods: Sequence[Mapping[str, Any]]) -> str:
 # ---- verify: controller and Alertmanager pods ---------------------------------------------
 
 
-async def check_controller_pods(ctx: LiveContext) -> Outcome:
+async def check_controller_pods(ctx: LiveContext) -> CheckOutcome:
     """At least 2 controller pods Running and Ready, on different nodes."""
     deployment = await ctx.deployment()
     if deployment is None:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"no Deployment {ctx.namespace}/{ctx.deployment_name}",
             "install the chart, or pass the --release and --namespace it uses",
@@ -88,28 +88,30 @@ async def check_controller_pods(ctx: LiveContext) -> Outcome:
             if wanted < 2
             else f"kubectl describe pods -n {ctx.namespace} -l {CONTROLLER_LABEL}"
         )
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"{len(ready)} of {len(pods)} controller pods Running and "
             f"Ready (Deployment replicas {wanted}): {listing}",
             fix,
         )
     if len(nodes) < 2:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"{len(ready)} controller pods Ready, all on node "
             f"{', '.join(sorted(nodes))}: one node failure stops both",
             _REQUIRED_ANTI_AFFINITY,
         )
-    return Outcome(Status.PASS, f"{len(ready)} Running and Ready on {len(nodes)} nodes: {listing}")
+    return CheckOutcome(
+        Status.PASS, f"{len(ready)} Running and Ready on {len(nodes)} nodes: {listing}"
+    )
 
 
-async def check_alertmanager_pods(ctx: LiveContext) -> Outcome:
+async def check_alertmanager_pods(ctx: LiveContext) -> CheckOutcome:
     """The StatefulSet's replicas Running and Ready (SKIP when alert.enabled is false)."""
     path = f"/apis/apps/v1/namespaces/{ctx.namespace}/statefulsets/{ctx.alertmanager_name}"
     statefulset = await ctx.get(path)
     if statefulset is None:
-        return Outcome(
+        return CheckOutcome(
             Status.SKIP,
             f"no StatefulSet {ctx.namespace}/{ctx.alertmanager_name} "
             "(alert.enabled false: the controller sends to -alert-manager-addr)",
@@ -121,31 +123,31 @@ async def check_alertmanager_pods(ctx: LiveContext) -> Outcome:
     ready = [pod for pod in pods if _ready(pod)]
     listing = _describe_pods(pods)
     if len(ready) < wanted or wanted == 0:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"{len(ready)} of {wanted} Alertmanager pods Running and Ready: {listing}",
             f"kubectl describe pods -n {ctx.namespace} -l "
             f"{selector}   # alert.persistence needs a default StorageClass",
         )
     if wanted < 2:
-        return Outcome(
+        return CheckOutcome(
             Status.WARN,
             f"1 Alertmanager replica ({listing}): no gossip cluster, a "
             "restart loses its notification state",
             "alert:\n  replicaCount: 3      # values-production.yaml",
         )
-    return Outcome(Status.PASS, f"{len(ready)} of {wanted} Running and Ready: {listing}")
+    return CheckOutcome(Status.PASS, f"{len(ready)} of {wanted} Running and Ready: {listing}")
 
 
 # ---- step 1: the Lease ----------------------------------------------------------------------
 
 
-async def check_leader(ctx: LiveContext) -> Outcome:
+async def check_leader(ctx: LiveContext) -> CheckOutcome:
     """The Lease is held by a controller pod and was renewed within its duration."""
     path = f"/apis/coordination.k8s.io/v1/namespaces/{ctx.namespace}/leases/{LEASE_NAME}"
     lease = await ctx.get(path)
     if lease is None:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"no Lease {ctx.namespace}/{LEASE_NAME}: no replica ever led here",
             "keep -leader-elect in controller.command (the default "
@@ -157,7 +159,7 @@ async def check_leader(ctx: LiveContext) -> Outcome:
     by_name = {name_of(pod): pod for pod in _live(await ctx.controller_pods())}
     pods = list(by_name)
     if not holder:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             "the Lease has no holder (released; no replica leads)",
             f"kubectl logs -n {ctx.namespace} deploy/{ctx.deployment_name} -c controller",
@@ -165,23 +167,23 @@ async def check_leader(ctx: LiveContext) -> Outcome:
     age = (ctx.clock() - renewed).total_seconds() if renewed else None
     since = f"renewed {age:.0f}s ago" if age is not None else "never renewed"
     if holder not in pods:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"held by {holder}, which is not one of the controller "
             f"pods ({', '.join(pods) or 'none'}); {since}",
             f"wait {duration:.0f}s for a replica to take over, then run again",
         )
     if age is None or age > duration:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"held by {holder} but {since} (lease {duration:.0f}s): the holder stopped renewing",
             f"kubectl logs -n {ctx.namespace} {holder} -c controller",
         )
     if not _ready(by_name[holder]):
-        return Outcome(
+        return CheckOutcome(
             Status.WARN,
             f"held by {holder}, {since} (lease {duration:.0f}s), but that pod is not Ready: "
             "it leads without serving the webhook",
             f"kubectl describe pod -n {ctx.namespace} {holder}",
         )
-    return Outcome(Status.PASS, f"held by {holder}, {since} (lease {duration:.0f}s)")
+    return CheckOutcome(Status.PASS, f"held by {holder}, {since} (lease {duration:.0f}s)")

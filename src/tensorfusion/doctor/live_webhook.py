@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from tensorfusion.doctor.live_context import ApiCallError, LiveContext, Outcome, dig
+from tensorfusion.doctor.live_context import ApiCallError, CheckOutcome, LiveContext, dig
 from tensorfusion.domain.doctor.results import Status
 
 __all__ = ["chain_problems", "check_webhook", "webhook_command"]
@@ -131,7 +131,7 @@ def _host(hook: Mapping[str, Any]) -> str:
     return f"{service.get('name')}.{service.get('namespace')}.svc" if service else ""
 
 
-async def _certificate(ctx: LiveContext, hooks: Sequence[Mapping[str, Any]]) -> Outcome:
+async def _certificate(ctx: LiveContext, hooks: Sequence[Mapping[str, Any]]) -> CheckOutcome:
     secret_name = (
         await ctx.controller_env("WEBHOOK_SECRET_NAME")
         or dig(ctx.values, "controller", "admissionWebhooks", "secretName")
@@ -143,9 +143,9 @@ async def _certificate(ctx: LiveContext, hooks: Sequence[Mapping[str, Any]]) -> 
     except ApiCallError as error:
         if error.code not in (401, 403):
             raise
-        return Outcome(Status.SKIP, f"caBundle not verified: not permitted to read {where}")
+        return CheckOutcome(Status.SKIP, f"caBundle not verified: not permitted to read {where}")
     if secret is None:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"no {where}: the controller creates it when it starts",
             f"kubectl logs -n {ctx.namespace} deploy/{ctx.deployment_name} -c controller",
@@ -153,7 +153,7 @@ async def _certificate(ctx: LiveContext, hooks: Sequence[Mapping[str, Any]]) -> 
     data = secret.get("data") or {}
     cert_pem, ca_pem = _decode(data, "tls.crt", "cert"), _decode(data, "ca.crt", "ca")
     if cert_pem is None:
-        return Outcome(Status.FAIL, f"{where} holds no readable tls.crt or cert")
+        return CheckOutcome(Status.FAIL, f"{where} holds no readable tls.crt or cert")
     problems: list[str] = []
     described = ""
     for hook in hooks:
@@ -178,8 +178,8 @@ async def _certificate(ctx: LiveContext, hooks: Sequence[Mapping[str, Any]]) -> 
             + ("" if same else "; the caBundle differs from that CA")
             + "; with cert-manager, check its CA injector"
         )
-        return Outcome(Status.FAIL, "; ".join(problems), fix)
-    return Outcome(
+        return CheckOutcome(Status.FAIL, "; ".join(problems), fix)
+    return CheckOutcome(
         Status.PASS, f"the caBundle validates the serving certificate of {where} ({described})"
     )
 
@@ -224,9 +224,9 @@ def _selectors_match(hook: Mapping[str, Any], migration: bool, namespace: str) -
     )
 
 
-def _policy(ctx: LiveContext, hooks: Sequence[Mapping[str, Any]]) -> list[Outcome]:
+def _policy(ctx: LiveContext, hooks: Sequence[Mapping[str, Any]]) -> list[CheckOutcome]:
     values = ctx.values
-    found: list[Outcome] = []
+    found: list[CheckOutcome] = []
     for hook in hooks:
         policy = str(hook.get("failurePolicy") or "Fail")
         text = f"failurePolicy {policy}, {_describe(hook)}"
@@ -238,7 +238,7 @@ def _policy(ctx: LiveContext, hooks: Sequence[Mapping[str, Any]]) -> list[Outcom
                 if policy == "Ignore"
                 else ""
             )
-            found.append(Outcome(status, text, fix))
+            found.append(CheckOutcome(status, text, fix))
             continue
         wanted = str(dig(values, "controller", "admissionWebhooks", "failurePolicy") or "Fail")
         migration = bool(
@@ -247,29 +247,29 @@ def _policy(ctx: LiveContext, hooks: Sequence[Mapping[str, Any]]) -> list[Outcom
         )
         if policy != wanted:
             found.append(
-                Outcome(Status.FAIL, f"{text}; the values say failurePolicy {wanted}", upgrade)
+                CheckOutcome(Status.FAIL, f"{text}; the values say failurePolicy {wanted}", upgrade)
             )
         elif not _selectors_match(hook, migration, ctx.namespace):
             mode = "migration mode" if migration else "normal mode"
-            found.append(Outcome(Status.FAIL, f"{text}; the values select {mode}", upgrade))
+            found.append(CheckOutcome(Status.FAIL, f"{text}; the values select {mode}", upgrade))
         else:
-            found.append(Outcome(Status.PASS, f"{text}, as the values say"))
+            found.append(CheckOutcome(Status.PASS, f"{text}, as the values say"))
     return found
 
 
-async def check_webhook(ctx: LiveContext) -> Outcome:
+async def check_webhook(ctx: LiveContext) -> CheckOutcome:
     """The webhook configuration, its caBundle against the serving certificate, its policy."""
     path = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{ctx.webhook_name}"
     configuration = await ctx.get(path)
     if configuration is None:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"no MutatingWebhookConfiguration {ctx.webhook_name}",
             "install or upgrade the chart (it renders the configuration)",
         )
     hooks = configuration.get("webhooks") or []
     if not hooks:
-        return Outcome(
+        return CheckOutcome(
             Status.FAIL,
             f"MutatingWebhookConfiguration {ctx.webhook_name} has no webhooks",
             "helm upgrade (the chart renders mpod.tensor-fusion.ai)",
@@ -277,4 +277,4 @@ async def check_webhook(ctx: LiveContext) -> Outcome:
     parts = [await _certificate(ctx, hooks), *_policy(ctx, hooks)]
     status = max((part.status for part in parts), key=_SEVERITY.__getitem__)
     fixes = dict.fromkeys(part.fix for part in parts if part.fix and part.status != Status.PASS)
-    return Outcome(status, "; ".join(part.found for part in parts), "\n".join(fixes))
+    return CheckOutcome(status, "; ".join(part.found for part in parts), "\n".join(fixes))

@@ -52,7 +52,7 @@ import httpx
 from lightkube import ApiError, AsyncClient
 
 from .leader_election_info import read_leader_ip
-from .leader_election_lock import LeaseLock, LeaseRecord, Outcome, utc_now
+from .leader_election_lock import LeaseLock, LeaseOutcome, LeaseRecord, utc_now
 
 __all__ = [
     "JITTER_FACTOR",
@@ -298,7 +298,7 @@ class LeaderElector:
 
     async def _campaign(self) -> bool:
         while not self._stopping:
-            if await self._attempt(self.renew_deadline) is Outcome.HOLDING:
+            if await self._attempt(self.renew_deadline) is LeaseOutcome.HOLDING:
                 self._begin_leadership()
                 return True
             await self._sleep(self._next_poll())
@@ -317,9 +317,9 @@ class LeaderElector:
                     )
                     return
                 outcome = await self._attempt(left)
-                if outcome is Outcome.HOLDING:
+                if outcome is LeaseOutcome.HOLDING:
                     break
-                if outcome is Outcome.TAKEN:
+                if outcome is LeaseOutcome.TAKEN:
                     self._end_leadership(lost=True, why=f"{self.holder} holds it now")
                     return
                 left = self._lock.renewed_at + self.renew_deadline - self._clock()
@@ -335,7 +335,7 @@ class LeaderElector:
             delay = min(delay, max(self.retry_period / 100, expires_in))
         return delay
 
-    async def _attempt(self, timeout: float) -> Outcome | None:
+    async def _attempt(self, timeout: float) -> LeaseOutcome | None:
         """One try to acquire or renew; every error is logged, counted and reported as None."""
         try:
             async with asyncio.timeout(timeout):
@@ -360,7 +360,7 @@ class LeaderElector:
         except Exception:
             _log.exception("leader election: %s: %s: unexpected error", self.identity, self._lock)
         else:
-            if outcome is Outcome.LOST_RACE:
+            if outcome is LeaseOutcome.LOST_RACE:
                 self.failed_attempts += 1
             return outcome
         self.failed_attempts += 1

@@ -21,7 +21,7 @@ from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
-__all__ = ["LeaseLock", "LeaseRecord", "Outcome", "micro_time", "utc_now"]
+__all__ = ["LeaseLock", "LeaseOutcome", "LeaseRecord", "micro_time", "utc_now"]
 
 _log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class LeaseRecord:
         return replace(lease, spec=spec)
 
 
-class Outcome(Enum):
+class LeaseOutcome(Enum):
     """What one :meth:`LeaseLock.try_acquire_or_renew` found."""
 
     HOLDING = "holding"  # acquired or renewed: this process holds the Lease
@@ -132,7 +132,7 @@ class LeaseLock:
             return None
         return self.observed_at + record.lease_duration_seconds - self._clock()
 
-    async def try_acquire_or_renew(self, leader: bool) -> Outcome:
+    async def try_acquire_or_renew(self, leader: bool) -> LeaseOutcome:
         """client-go's ``tryAcquireOrRenew``. ``leader``: this process holds the Lease now. API
         errors other than 404 (create) and 409 (reported) propagate."""
         started = self._clock()
@@ -153,9 +153,9 @@ class LeaseLock:
         record = self._observe(lease)
         if record.holder and record.holder != self.identity:
             if leader:
-                return Outcome.TAKEN
+                return LeaseOutcome.TAKEN
             if self.observed_at + record.lease_duration_seconds > self._clock():
-                return Outcome.HELD
+                return LeaseOutcome.HELD
             _log.info(
                 "leader election: %s: %s held by %s expired as observed here; taking it",
                 self.identity,
@@ -168,7 +168,7 @@ class LeaseLock:
             if error.status.code != 409:
                 raise
             _log.info("leader election: %s: lost the race for %s", self.identity, self)
-            return Outcome.LOST_RACE
+            return LeaseOutcome.LOST_RACE
 
     async def release(self) -> bool:
         """Writes the released record (holder empty, duration 1 s) when this process is the
@@ -203,7 +203,7 @@ class LeaseLock:
             transitions=current.transitions if own else current.transitions + 1,
         )
 
-    async def _create(self, started: float) -> Outcome:
+    async def _create(self, started: float) -> LeaseOutcome:
         now = self._wall_clock()
         record = LeaseRecord(self.identity, self.lease_duration_seconds, now, now, 0)
         lease = Lease(metadata=ObjectMeta(name=self.name, namespace=self.namespace))
@@ -213,15 +213,15 @@ class LeaseLock:
             if error.status.code != 409:
                 raise
             _log.info("leader election: %s: %s was created by another", self.identity, self)
-            return Outcome.LOST_RACE
+            return LeaseOutcome.LOST_RACE
         self._observe(created)
         self.renewed_at = started
-        return Outcome.HOLDING
+        return LeaseOutcome.HOLDING
 
-    async def _write(self, lease: Lease, record: LeaseRecord, started: float) -> Outcome:
+    async def _write(self, lease: Lease, record: LeaseRecord, started: float) -> LeaseOutcome:
         self._observe(await self._client.replace(record.applied_to(lease)))
         self.renewed_at = started
-        return Outcome.HOLDING
+        return LeaseOutcome.HOLDING
 
     def _observe(self, lease: Lease) -> LeaseRecord:
         """Keeps ``lease`` for its resourceVersion and notes when its record changed."""

@@ -9,8 +9,8 @@ import pytest
 
 from tensorfusion.domain.admission import (
     AdmissionDecision,
+    AdmissionOutcome,
     AutoMigrationConfig,
-    Outcome,
     facts_needed,
     read_auto_migration,
 )
@@ -107,10 +107,10 @@ def test_object_form_includes_keep_other_namespaces_native(run: Run) -> None:
     config = enabled({"includes": {"namespaceNames": ["team-a"]}})
     outside = make_pod(enabled=None, containers=NATIVE, namespace="team-b")
     decision = run(outside, auto_migration=config)
-    assert decision.outcome is Outcome.UNTOUCHED and decision.patch == ()
+    assert decision.outcome is AdmissionOutcome.UNTOUCHED and decision.patch == ()
     inside = make_pod(enabled=None, containers=NATIVE, namespace="team-a")
     migrated = run(inside, auto_migration=config)
-    assert migrated.outcome is Outcome.MUTATED
+    assert migrated.outcome is AdmissionOutcome.MUTATED
     assert (migrated.mutated_pod or {})["metadata"]["labels"][P + "enabled"] == "true"
 
 
@@ -191,7 +191,7 @@ def test_malformed_scope_is_a_rule_error_naming_the_value(
 def test_malformed_scope_leaves_the_pod_native_with_a_warning(run: Run) -> None:
     pod = make_pod(enabled=None, containers=NATIVE, namespace="team-a")
     decision = run(pod, auto_migration=enabled({"includes": "team-a"}))
-    assert decision.outcome is Outcome.UNTOUCHED and decision.patch == ()
+    assert decision.outcome is AdmissionOutcome.UNTOUCHED and decision.patch == ()
     assert [w for w in decision.warnings if w.startswith(RULE_ERROR)] == [
         RULE_ERROR + 'autoMigration.scope.includes: invalid value "team-a": must be a rule '
         "object (namespaceNames, namespaceSelector, podSelector) or a list of rule objects"
@@ -225,7 +225,7 @@ def test_rule_errors_mean_not_migrated_with_a_warning(
     assert len(warnings) == 1 and message in warnings[0]
     pod = make_pod(enabled=None, containers=NATIVE, namespace="x")
     decision = run(pod, auto_migration=config, namespace_labels=namespace_labels)
-    assert decision.outcome is Outcome.UNTOUCHED
+    assert decision.outcome is AdmissionOutcome.UNTOUCHED
     assert any(w.startswith(RULE_ERROR) and message in w for w in decision.warnings)
 
 
@@ -302,7 +302,7 @@ def test_a_non_boolean_enable_is_reported_to_native_gpu_pods(run: Run) -> None:
     assert selects(config, "team-a") == (False, (RULE_ERROR + message,))
     pod = make_pod(enabled=None, containers=NATIVE, namespace="team-a")
     decision = run(pod, auto_migration=config)
-    assert decision.outcome is Outcome.UNTOUCHED
+    assert decision.outcome is AdmissionOutcome.UNTOUCHED
     assert decision.warnings == (RULE_ERROR + message,)
     # Pods without native GPUs, and pods labelled "false", are not candidates: no warning.
     assert not run(make_pod(enabled=None), auto_migration=config).warnings

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tensorfusion.domain.admission import AdmissionDecision, Outcome, read_auto_migration
+from tensorfusion.domain.admission import AdmissionDecision, AdmissionOutcome, read_auto_migration
 from tensorfusion.domain.admission.classification import Route, classify
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.native_resources import (
@@ -44,7 +44,7 @@ def test_pod_without_native_gpus_is_untouched(run: Run, label: str | None) -> No
     pod = make_pod(enabled=None, labels={P + "enabled": label} if label else None)
     assert route(pod, progressive_migration=True) is Route.UNTOUCHED
     decision = run(pod, progressive_migration=True, auto_migration={"enable": True})
-    assert decision.outcome is Outcome.UNTOUCHED and decision.patch == ()
+    assert decision.outcome is AdmissionOutcome.UNTOUCHED and decision.patch == ()
 
 
 def test_native_pod_without_migration_is_untouched() -> None:
@@ -78,7 +78,7 @@ def test_progressive_pod_already_on_our_scheduler_is_untouched(run: Run) -> None
         enabled=None, containers=NATIVE, spec={"schedulerName": "tensor-fusion-scheduler"}
     )
     decision = run(pod, progressive_migration=True)
-    assert decision.outcome is Outcome.UNTOUCHED and not decision.warnings
+    assert decision.outcome is AdmissionOutcome.UNTOUCHED and not decision.warnings
 
 
 def test_native_gpus_in_requests_or_init_containers_count() -> None:

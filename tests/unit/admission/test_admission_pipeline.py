@@ -11,8 +11,8 @@ import pytest
 
 from tensorfusion.domain.admission import (
     AdmissionDecision,
+    AdmissionOutcome,
     MissingFactError,
-    Outcome,
     admit,
     facts_needed,
     owner_key,
@@ -665,7 +665,7 @@ def test_counted_pod_under_the_cap_gets_the_counter_key(run: Run) -> None:
     )
     owner = replica_set({P + "tf-counter-7d9f": "2"})
     decision = run(pod, owners={owner_key(RS_REF): owner})
-    assert decision.outcome is Outcome.MUTATED
+    assert decision.outcome is AdmissionOutcome.MUTATED
     assert annotations_of(decision)[P + "pod-counter-key"] == P + "tf-counter-7d9f"
     increment = decision.counter_increment
     assert increment is not None
@@ -689,7 +689,7 @@ def test_corrupt_counter_counts_as_zero_with_a_warning(run: Run) -> None:
 
 def test_enabled_replicas_without_controller_is_ignored_with_a_warning(run: Run) -> None:
     decision = run(make_pod(resources_ok(**{"enabled-replicas": "2"})))
-    assert decision.outcome is Outcome.MUTATED
+    assert decision.outcome is AdmissionOutcome.MUTATED
     assert decision.counter_increment is None
     assert P + "pod-counter-key" not in annotations_of(decision)
     assert any("enabled-replicas ignored" in warning for warning in decision.warnings)
@@ -711,7 +711,7 @@ def test_enabled_replicas_owner_not_gathered_is_a_programming_error() -> None:
 def test_gated_native_pod_gets_only_the_progressive_patch(run: Run) -> None:
     pod = make_pod({"enabled-replicas": "0"}, containers=[native_container("a", 1)])
     decision = run(pod, progressive_migration=True)
-    assert decision.outcome is Outcome.SCHEDULER_ONLY
+    assert decision.outcome is AdmissionOutcome.SCHEDULER_ONLY
     assert [op["path"] for op in decision.patch] == ["/spec/schedulerName"]
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tensorfusion.domain.admission import AdmissionDecision, Outcome, owner_key
+from tensorfusion.domain.admission import AdmissionDecision, AdmissionOutcome, owner_key
 
 from .admission_builders import P, make_pod, make_profile, native_container, resources_ok
 
@@ -97,14 +97,14 @@ def test_invalid_mode_and_topology_annotations_are_400(
 
 def test_unknown_inject_container_is_400_not_untouched(run: Run) -> None:
     decision = run(make_pod(resources_ok(**{"inject-container": "ghost"})))
-    assert decision.code == 400 and decision.outcome is Outcome.DENIED
+    assert decision.code == 400 and decision.outcome is AdmissionOutcome.DENIED
 
 
 def test_enabled_replicas_without_owner_is_a_warning_and_zero_still_means_no_tf(run: Run) -> None:
     counted = run(make_pod(resources_ok(**{"enabled-replicas": "4"})))
-    assert counted.outcome is Outcome.MUTATED and counted.warnings
+    assert counted.outcome is AdmissionOutcome.MUTATED and counted.warnings
     zero = run(make_pod(resources_ok(**{"enabled-replicas": "0"})))
-    assert zero.outcome is Outcome.UNTOUCHED and zero.patch == ()
+    assert zero.outcome is AdmissionOutcome.UNTOUCHED and zero.patch == ()
 
 
 def test_missing_owner_is_409(run: Run) -> None:
@@ -135,7 +135,7 @@ def test_custom_scheduler_is_left_alone_with_a_warning(run: Run) -> None:
         enabled=None, containers=[native_container("a", 1)], spec={"schedulerName": "volcano"}
     )
     decision = run(pod, progressive_migration=True)
-    assert decision.outcome is Outcome.UNTOUCHED and decision.patch == ()
+    assert decision.outcome is AdmissionOutcome.UNTOUCHED and decision.patch == ()
     assert any("volcano" in warning for warning in decision.warnings)
 
 

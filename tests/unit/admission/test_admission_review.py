@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from tensorfusion.domain.admission.decision import AdmissionDecision, Outcome
+from tensorfusion.domain.admission.decision import AdmissionDecision, AdmissionOutcome
 from tensorfusion.domain.admission.review import MAX_WARNING_LENGTH, review_answer
 
 
 def test_a_long_warning_keeps_its_start_and_a_short_one_is_whole() -> None:
     long = "random index 17 used: the leader did not answer (" + "x" * 400 + ")"
-    decision = AdmissionDecision(allowed=True, outcome=Outcome.UNTOUCHED,
+    decision = AdmissionDecision(allowed=True, outcome=AdmissionOutcome.UNTOUCHED,
                                  warnings=("short", long))  # fmt: skip
     warnings = review_answer("u", decision)["response"]["warnings"]
     assert warnings[0] == "short"

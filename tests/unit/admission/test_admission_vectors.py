@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tensorfusion.domain.admission import AdmissionDecision, Outcome, admit, owner_key
+from tensorfusion.domain.admission import AdmissionDecision, AdmissionOutcome, admit, owner_key
 from tensorfusion.domain.pod_request import request_from_pod
 
 from .admission_builders import P, make_facts, make_pod, native_container, resources_ok
@@ -29,7 +29,7 @@ def annotations_of(decision: AdmissionDecision) -> dict[str, str]:
 
 def test_vector_1_basic_tf_pod(run: Run) -> None:
     decision = run(make_pod(resources_ok()))
-    assert decision.allowed and decision.outcome is Outcome.MUTATED
+    assert decision.allowed and decision.outcome is AdmissionOutcome.MUTATED
     pod: dict[str, Any] = dict(decision.mutated_pod or {})
     assert pod["metadata"]["labels"][P + "component"] == "worker"
     assert pod["spec"]["schedulerName"] == "tensor-fusion-scheduler"
@@ -81,7 +81,7 @@ def test_vector_3_gpu_count_zero(run: Run) -> None:
 def test_vector_4_auto_migration(run: Run) -> None:
     pod = make_pod(enabled=None, containers=[native_container("train", 2)])
     decision = run(pod, auto_migration={"enable": True})
-    assert decision.allowed and decision.outcome is Outcome.MUTATED
+    assert decision.allowed and decision.outcome is AdmissionOutcome.MUTATED
     mutated = decision.mutated_pod or {}
     assert mutated["metadata"]["labels"][P + "enabled"] == "true"
     got = annotations_of(decision)
@@ -97,7 +97,7 @@ def test_vector_4_auto_migration(run: Run) -> None:
 def test_vector_5_progressive_migration(run: Run) -> None:
     pod = make_pod(enabled=None, containers=[native_container("app", 1)])
     decision = run(pod, progressive_migration=True)
-    assert decision.allowed and decision.outcome is Outcome.SCHEDULER_ONLY
+    assert decision.allowed and decision.outcome is AdmissionOutcome.SCHEDULER_ONLY
     assert list(decision.patch) == SCHEDULER_PATCH
     assert decision.workload is None
 
@@ -115,7 +115,7 @@ def test_vector_6_enabled_replicas_cap_reached(run: Run) -> None:
         owner=owner,
     )
     decision = run(pod, owners={owner_key(owner): replica_set})
-    assert decision.allowed and decision.outcome is Outcome.UNTOUCHED
+    assert decision.allowed and decision.outcome is AdmissionOutcome.UNTOUCHED
     assert decision.patch == ()
     assert decision.workload is None
     assert decision.counter_increment is None
@@ -123,7 +123,7 @@ def test_vector_6_enabled_replicas_cap_reached(run: Run) -> None:
 
 def test_vector_7_enabled_replicas_zero_without_owner(run: Run) -> None:
     decision = run(make_pod({"enabled-replicas": "0"}))
-    assert decision.allowed and decision.outcome is Outcome.UNTOUCHED
+    assert decision.allowed and decision.outcome is AdmissionOutcome.UNTOUCHED
     assert decision.patch == ()
     assert decision.workload is None
 

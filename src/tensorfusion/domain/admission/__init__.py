@@ -8,7 +8,7 @@ run behind `simulate-schedule` and the simulator; `PodIndexCounter` the cyclic i
 """
 
 from tensorfusion.domain.admission.auto_migration import AutoMigrationConfig, read_auto_migration
-from tensorfusion.domain.admission.decision import AdmissionDecision, Outcome
+from tensorfusion.domain.admission.decision import AdmissionDecision, AdmissionOutcome
 from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError, PreparedPod
 from tensorfusion.domain.admission.facts import (
     AdmissionFacts,
@@ -31,6 +31,7 @@ from tensorfusion.domain.annotation_errors import AnnotationError, Code, Problem
 __all__ = [
     "AdmissionDecision",
     "AdmissionFacts",
+    "AdmissionOutcome",
     "AnnotationError",
     "AutoMigrationConfig",
     "Code",
@@ -38,7 +39,6 @@ __all__ = [
     "FactNeeds",
     "InvalidObject",
     "MissingFactError",
-    "Outcome",
     "PodIndexCounter",
     "PodPreparer",
     "PreparationError",

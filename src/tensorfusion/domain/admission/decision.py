@@ -11,10 +11,10 @@ from tensorfusion.domain.admission.replica_gate import CounterIncrement
 from tensorfusion.domain.admission.workload import WorkloadWrite
 from tensorfusion.domain.annotation_errors import AnnotationError
 
-__all__ = ["AdmissionDecision", "Outcome"]
+__all__ = ["AdmissionDecision", "AdmissionOutcome"]
 
 
-class Outcome(StrEnum):
+class AdmissionOutcome(StrEnum):
     """What happened to the pod."""
 
     UNTOUCHED = "untouched"  # allowed, no patch
@@ -33,7 +33,7 @@ class AdmissionDecision:
     """
 
     allowed: bool
-    outcome: Outcome
+    outcome: AdmissionOutcome
     code: int | None = None
     reason: str | None = None
     message: str = ""
@@ -51,7 +51,7 @@ class AdmissionDecision:
         """A denial carrying the error's code, reason and joined message."""
         return cls(
             allowed=False,
-            outcome=Outcome.DENIED,
+            outcome=AdmissionOutcome.DENIED,
             code=error.code,
             reason=error.reason,
             message=error.message,

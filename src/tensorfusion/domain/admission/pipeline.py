@@ -16,7 +16,7 @@ from typing import Any
 from tensorfusion.domain.admission.allocation_claims import allocation_claims
 from tensorfusion.domain.admission.classification import Route, classify, with_progressive_scheduler
 from tensorfusion.domain.admission.containers import container_names, resolve_injected_containers
-from tensorfusion.domain.admission.decision import AdmissionDecision, Outcome
+from tensorfusion.domain.admission.decision import AdmissionDecision, AdmissionOutcome
 from tensorfusion.domain.admission.declared_features import autoscaling_config, gang_scheduling
 from tensorfusion.domain.admission.execution_mode import resolve_execution_mode
 from tensorfusion.domain.admission.facts import AdmissionFacts
@@ -77,7 +77,7 @@ class PendingMutation:
         )
         return AdmissionDecision(
             allowed=True,
-            outcome=Outcome.MUTATED,
+            outcome=AdmissionOutcome.MUTATED,
             patch=tuple(json_patch_diff(self.pod, mutated)),
             warnings=(*self.warnings, *warnings),
             mutated_pod=mutated,
@@ -132,7 +132,7 @@ def _untouched(
 ) -> AdmissionDecision:
     return AdmissionDecision(
         allowed=True,
-        outcome=Outcome.UNTOUCHED,
+        outcome=AdmissionOutcome.UNTOUCHED,
         warnings=tuple(warnings),
         mutated_pod=pod,
         dry_run=facts.dry_run,
@@ -149,7 +149,7 @@ def _progressive(
         return _untouched(pod, warnings, facts)
     return AdmissionDecision(
         allowed=True,
-        outcome=Outcome.SCHEDULER_ONLY,
+        outcome=AdmissionOutcome.SCHEDULER_ONLY,
         patch=tuple(json_patch_diff(pod, mutated)),
         warnings=tuple(warnings),
         mutated_pod=mutated,
