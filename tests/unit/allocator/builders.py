@@ -103,6 +103,9 @@ class AllNodesPass:
     def fit(self, node: str) -> int:
         return 0
 
+    def admitted_fit(self, node: str) -> int:
+        return 0
+
     def fit_bound(self) -> int:
         return 0
 

@@ -55,6 +55,9 @@ class TableView:
     def fit(self, node: str) -> int:
         return self.fits[node]
 
+    def admitted_fit(self, node: str) -> int:
+        return self.fits.get(node, -1)
+
     def fit_bound(self) -> int:
         if self.bound is not None:
             return self.bound
@@ -223,6 +226,9 @@ class AllPassView:
         return True
 
     def fit(self, node: str) -> int:
+        return 0
+
+    def admitted_fit(self, node: str) -> int:
         return 0
 
     def fit_bound(self) -> int:

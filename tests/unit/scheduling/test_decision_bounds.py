@@ -44,6 +44,10 @@ class CountingView:
     def fit(self, node: str) -> int:
         return self.view.fit(node)
 
+    def admitted_fit(self, node: str) -> int:
+        self.asked.append(node)
+        return self.view.admitted_fit(node)
+
     def fit_bound(self) -> int:
         return self.view.fit_bound()
 

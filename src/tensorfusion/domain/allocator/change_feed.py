@@ -50,6 +50,8 @@ class ChangeFeed:
     _cursors: weakref.WeakValueDictionary[str, ChangeCursor] = field(
         default_factory=weakref.WeakValueDictionary
     )
+    _targets: tuple[weakref.ref[ChangeCursor], ...] = ()
+    """Weak references to the cursors, walked on every change (cheaper than the dictionary)."""
 
     def subscribe(
         self, consumer: str, nodes: Iterable[str], gpus: Iterable[str], *, unique: bool = False
@@ -61,25 +63,40 @@ class ChangeFeed:
         if cursor is None:
             cursor = ChangeCursor(name, set(nodes), set(gpus))
             self._cursors[name] = cursor
+            self._targets = (*self._live_targets(), weakref.ref(cursor, self._forget))
         return cursor
 
     def node_changed(self, name: str) -> None:
         """Mark a node for every consumer."""
-        for cursor in list(self._cursors.values()):
-            cursor._nodes.add(name)
+        for target in self._targets:
+            cursor = target()
+            if cursor is not None:
+                cursor._nodes.add(name)
 
     def nodes_changed(self, names: Iterable[str]) -> None:
         """Mark several nodes for every consumer."""
         names = tuple(names)
-        for cursor in list(self._cursors.values()):
-            cursor._nodes.update(names)
+        for target in self._targets:
+            cursor = target()
+            if cursor is not None:
+                cursor._nodes.update(names)
 
     def gpu_changed(self, name: str) -> None:
         """Mark a GPU for every consumer."""
-        for cursor in list(self._cursors.values()):
-            cursor._gpus.add(name)
+        for target in self._targets:
+            cursor = target()
+            if cursor is not None:
+                cursor._gpus.add(name)
 
     def gpu_removed(self, name: str) -> None:
         """Forget a removed GPU in every cursor."""
-        for cursor in list(self._cursors.values()):
-            cursor._gpus.discard(name)
+        for target in self._targets:
+            cursor = target()
+            if cursor is not None:
+                cursor._gpus.discard(name)
+
+    def _live_targets(self) -> tuple[weakref.ref[ChangeCursor], ...]:
+        return tuple(t for t in self._targets if t() is not None)
+
+    def _forget(self, _: weakref.ref[ChangeCursor]) -> None:
+        self._targets = self._live_targets()

@@ -70,6 +70,9 @@ class NativeView(Protocol):
         """Whether every native filter passes on the node (`rejection` is None), without
         building the reason text."""
 
+    def admitted_fit(self, node: str) -> int:
+        """`fit` when the node `admits` the pod, else -1 (one lookup for both)."""
+
     def fits_somewhere(self) -> bool:
         """False when the native filters surely reject the pod on every node (True when
         nothing better is known)."""
@@ -248,7 +251,7 @@ def decide_indexed(
     nodes = allocator.nodes
     wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
     rejections: dict[str, str] = {}
-    rejection, admits, fit_of = native.rejection, native.admits, native.fit
+    rejection, admitted_fit, fit_of = native.rejection, native.admitted_fit, native.fit
     if allowed is not None and not isinstance(allowed, set | frozenset | dict):
         allowed = frozenset(allowed)  # membership is tested per node
     if reasons and allowed is not None:
@@ -303,9 +306,11 @@ def decide_indexed(
                 if native_rejection is not None:
                     rejections[name] = native_rejection[1]
                     continue
-            elif not admits(name):
-                continue
-            fit = fit_of(name)
+                fit = fit_of(name)
+            else:
+                fit = admitted_fit(name)
+                if fit < 0:
+                    continue
             heapq.heappush(heap, (-(wfit * fit + wgpu * bound), -bound, name, name in exact, fit))
     if not reasons:
         return Decision(None, (), None, None)

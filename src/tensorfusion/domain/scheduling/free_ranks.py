@@ -171,26 +171,38 @@ def _percent(free: FreeGPUs) -> tuple[int, ...]:
 
 @dataclass(slots=True)
 class PoolCapacity:
-    """The largest ranked free VRAM, TFLOPs and compute percent over every node of a pool."""
+    """The largest ranked free VRAM, TFLOPs and compute percent over every node of a pool.
+
+    A change is only noted; each dimension takes the nodes' latest amounts when a request
+    first asks about it, so a node that changes twice between requests is ranked once and a
+    dimension no request asks about (compute percent, often) is never ranked.
+    """
 
     vram: RankedMax = field(default_factory=RankedMax)
     tflops: RankedMax = field(default_factory=RankedMax)
     percent: RankedMax = field(default_factory=RankedMax)
+    _pending: tuple[dict[str, FreeGPUs | None], ...] = field(default_factory=lambda: ({}, {}, {}))
 
     def place(self, name: str, new: FreeGPUs | None) -> None:
         """Replace a node's amounts (None: the node is gone)."""
-        for ranked, pick in (
-            (self.vram, _vram),
-            (self.tflops, _tflops),
-            (self.percent, _percent),
-        ):
-            ranked.place(name, pick(new) if new is not None else None)
+        for pending in self._pending:
+            pending[name] = new
 
     def may_hold(self, count: int, need: ResourceAmount) -> bool:
         """Whether some node may have `count` GPUs each with the VRAM and compute asked
         (a necessary condition: each dimension is checked on its own)."""
-        if not self.vram.any_holding(count, need.vram_bytes):
+        if not self._ranked(0).any_holding(count, need.vram_bytes):
             return False
         if need.percent_milli:
-            return self.percent.any_holding(count, need.percent_milli)
-        return self.tflops.any_holding(count, need.tflops_milli)
+            return self._ranked(2).any_holding(count, need.percent_milli)
+        return self._ranked(1).any_holding(count, need.tflops_milli)
+
+    def _ranked(self, dimension: int) -> RankedMax:
+        ranked = (self.vram, self.tflops, self.percent)[dimension]
+        pending = self._pending[dimension]
+        if pending:
+            pick = (_vram, _tflops, _percent)[dimension]
+            for name, new in pending.items():
+                ranked.place(name, pick(new) if new is not None else None)
+            pending.clear()
+        return ranked

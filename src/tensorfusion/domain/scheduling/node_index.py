@@ -161,17 +161,20 @@ class NodeScoreIndex:
         if buckets is None:
             return
         entries = buckets.entries
+        # `holds_compute` spelled out for the nodes already known to have `count` GPUs.
+        percent = compute is not None and compute.percent_milli > 0
+        amount = 0 if compute is None else compute.percent_milli or compute.tflops_milli
+        rank = count - 1
         for bound in range(_SCORES - 1, -1, -1):
             bucket = buckets.buckets[bound]
             if bucket.size:
                 holding = bucket.vram.holding(count, vram)
-                if compute is None:
+                if amount <= 0:
                     names = [name for _, name in holding]
+                elif percent:
+                    names = [n for _, n in holding if entries[n].free.percent[rank] >= amount]
                 else:
-                    names = [
-                        name for _, name in holding
-                        if holds_compute(entries[name].free, count, compute)
-                    ]  # fmt: skip
+                    names = [n for _, n in holding if entries[n].free.tflops[rank] >= amount]
                 if names or every_bucket:
                     yield bound, names
 

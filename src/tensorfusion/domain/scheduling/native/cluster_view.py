@@ -78,6 +78,16 @@ class PodNativeView:
         memo = self.cluster.outcomes.get(node)
         return 0 if memo is None else self._outcome(node, memo).fit
 
+    def admitted_fit(self, node: str) -> int:
+        """NodeResourcesFit score when every native filter passes, else -1."""
+        memo = self.cluster.outcomes.get(node)
+        if memo is None:
+            return -1
+        outcome = memo.get(self.token)
+        if outcome is None:
+            outcome = self._outcome(node, memo)
+        return outcome.fit if outcome.admitted else -1
+
     def fits_somewhere(self) -> bool:
         """False when no node has the CPU, memory or pod slot the pod asks for."""
         return self.cluster.free.admits_somewhere(self.requirements.resources)
