@@ -81,7 +81,7 @@ from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnviro
 from tensorfusion.hypervisor.agent import NodeAgent
 from tensorfusion.hypervisor.object_sync import GPUObjectSync, ModelFacts, managed_gpus_of
 from tensorfusion.hypervisor.usage_metrics import usage_metrics
-from tensorfusion.hypervisor.usage_samples import NodeFigures, usage_samples, workers_of
+from tensorfusion.hypervisor.usage_samples import NodeGPUCapacity, usage_samples, workers_of
 from tensorfusion.runtime.informer import Informer, InformerEvent
 from tensorfusion.runtime.informer_lightkube import LightkubeSource
 
@@ -300,7 +300,7 @@ async def time_steps(
     runs: int = 500,
 ) -> dict[str, float]:
     """Mean ms of each step of a cycle, calling the functions the cycle calls one at a time."""
-    figures = NodeFigures(env.node, env.pool, dict(tflops_milli),
+    figures = NodeGPUCapacity(env.node, env.pool, dict(tflops_milli),
                           {gpu_name(d.uuid): d.vram_bytes for d in inventory.devices})  # fmt: skip
     now = time.time()
     samples = provider.sample(now)

@@ -35,7 +35,7 @@ from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnviro
 from tensorfusion.hypervisor.agent import NodeAgent
 from tensorfusion.hypervisor.object_sync import GPUObjectSync
 from tensorfusion.hypervisor.system_log import SystemLogRows
-from tensorfusion.hypervisor.usage_samples import NodeFigures, usage_samples, workers_of
+from tensorfusion.hypervisor.usage_samples import NodeGPUCapacity, usage_samples, workers_of
 
 __all__ = ["UsageMetrics", "WriteCredentials", "WriteTls", "usage_metrics"]
 
@@ -115,7 +115,7 @@ class UsageMetrics:
         self,
         *,
         provider: DeviceProvider,
-        figures: Callable[[], NodeFigures],
+        figures: Callable[[], NodeGPUCapacity],
         pods: Pods,
         writer: LineProtocolWriter,
         authorization: Callable[[], str],
@@ -220,10 +220,10 @@ def usage_metrics(
                                    password=env.metrics_write_password,
                                    token_file=env.metrics_write_token_file)  # fmt: skip
 
-    def figures() -> NodeFigures:
+    def figures() -> NodeGPUCapacity:
         inventory = agent.inventory
         vram = {gpu_name(d.uuid): d.vram_bytes for d in inventory.devices} if inventory else {}
-        return NodeFigures(env.node, env.pool, dict(sync.tflops_milli), vram)
+        return NodeGPUCapacity(env.node, env.pool, dict(sync.tflops_milli), vram)
 
     log_rows = SystemLogRows(component=COMPONENT, level=env.log_level, pod=env.pod_name,
                              namespace=_namespace(env.metrics_write_token_file),

@@ -22,7 +22,7 @@ from tensorfusion.domain.metrics.extra_tags import extra_tags
 from tensorfusion.domain.metrics.recorders import GPUUsageSample, WorkerUsageSample
 from tensorfusion.domain.object_views import annotations_of, labels_of, name_of, namespace_of
 
-__all__ = ["NodeFigures", "Worker", "usage_samples", "workers_of"]
+__all__ = ["NodeGPUCapacity", "Worker", "usage_samples", "workers_of"]
 
 UNKNOWN_WORKLOAD = "unknown"
 
@@ -44,7 +44,7 @@ class Worker:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeFigures:
+class NodeGPUCapacity:
     """The node's identity and what the last discovery knew of its GPUs, by GPU name."""
 
     node: str
@@ -96,7 +96,7 @@ def workers_of(
     return found
 
 
-def _gpu_sample(node: NodeFigures, sample: DeviceSample) -> GPUUsageSample:
+def _gpu_sample(node: NodeGPUCapacity, sample: DeviceSample) -> GPUUsageSample:
     name = gpu_name(sample.uuid)
     return GPUUsageSample(
         node=node.node, pool=node.pool, uuid=name,
@@ -113,7 +113,7 @@ def _gpu_sample(node: NodeFigures, sample: DeviceSample) -> GPUUsageSample:
 
 
 def _worker_sample(
-    node: NodeFigures, worker: Worker, gpu: str, sample: DeviceSample | None
+    node: NodeGPUCapacity, worker: Worker, gpu: str, sample: DeviceSample | None
 ) -> WorkerUsageSample:
     share = dict(sample.worker_compute_percentage) if sample else {}
     memory = dict(sample.worker_memory_bytes) if sample else {}
@@ -133,7 +133,7 @@ def _worker_sample(
 
 
 def usage_samples(
-    node: NodeFigures, samples: Sequence[DeviceSample], workers: Sequence[Worker]
+    node: NodeGPUCapacity, samples: Sequence[DeviceSample], workers: Sequence[Worker]
 ) -> tuple[list[GPUUsageSample], list[WorkerUsageSample]]:
     """One cycle's GPU samples and worker samples (a row per worker and allocated GPU)."""
     by_gpu = {gpu_name(sample.uuid): sample for sample in samples}

@@ -74,7 +74,7 @@ class SupervisorStoppedError(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
-class _Spec:
+class _TaskSpec:
     name: str
     factory: CoroutineFactory
     restart: bool
@@ -147,7 +147,7 @@ class Supervisor:
         stats = self._stats.setdefault(name, TaskStats(name))
         stats.critical = critical
         stats.running = True
-        spec = _Spec(name, factory, restart, critical, backoff)
+        spec = _TaskSpec(name, factory, restart, critical, backoff)
         task = asyncio.create_task(self._supervise(spec, stats), name=name)
         self._tasks[name] = task
         task.add_done_callback(self._forget)
@@ -200,7 +200,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ internals
 
-    async def _supervise(self, spec: _Spec, stats: TaskStats) -> None:
+    async def _supervise(self, spec: _TaskSpec, stats: TaskStats) -> None:
         streak = 0  # consecutive short runs, for the backoff
         try:
             while True:

@@ -73,7 +73,7 @@ class HardwareModel(_Strict):
     _check = field_validator("fp16_tflops", "vram", mode="before")(_quantity)
 
 
-class CapacityConfig(_Strict):
+class PoolCapacitySpec(_Strict):
     """The part of a pool's `capacityConfig` the simulator acts on (the GPUPool model's type)."""
 
     oversubscription: Oversubscription | None = None
@@ -87,7 +87,9 @@ class PoolSpec(_Strict):
     placement_mode: PlacementMode = Field(
         PlacementMode.NODE_COMPACT_GPU_LOW_LOAD, alias="placementMode"
     )
-    capacity_config: CapacityConfig = Field(default_factory=CapacityConfig, alias="capacityConfig")
+    capacity_config: PoolCapacitySpec = Field(
+        default_factory=PoolCapacitySpec, alias="capacityConfig"
+    )
     default_isolation_mode: Literal["shared", "soft", "hard", "partitioned"] = Field(
         "soft", alias="defaultIsolationMode"
     )
@@ -115,7 +117,7 @@ class GPUSpec(_Strict):
     overrides: list[GPUOverride] = Field(default_factory=list)
 
 
-class Taint(_Strict):
+class TaintSpec(_Strict):
     """A Kubernetes node taint."""
 
     key: str = Field(min_length=1)
@@ -136,7 +138,7 @@ class NodeSpec(_Strict):
     host_ram: QuantityText | None = Field(None, alias="hostRAM")
     data_disk: QuantityText = Field("0", alias="dataDisk")
     labels: dict[str, str] = Field(default_factory=dict)
-    taints: list[Taint] = Field(default_factory=list)
+    taints: list[TaintSpec] = Field(default_factory=list)
     unschedulable: bool = False
     requested: dict[str, QuantityText] = Field(default_factory=dict)
     gpus: GPUSpec

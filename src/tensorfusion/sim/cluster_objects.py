@@ -30,7 +30,7 @@ from tensorfusion.sim.native_pods import GPU_RESOURCE
 __all__ = [
     "AGENT_INDEX_CAPACITY",
     "NVLINK_BANDWIDTH_MBPS",
-    "ClusterObjects",
+    "VirtualClusterObjects",
     "cluster_objects",
     "node_object",
     "numa_of",
@@ -43,7 +43,7 @@ AGENT_INDEX_CAPACITY: Final = 36
 
 
 @dataclass(slots=True)
-class ClusterObjects:
+class VirtualClusterObjects:
     """Every object of the virtual cluster, by name (quotas by namespace)."""
 
     pools: dict[str, GPUPool] = field(default_factory=dict)
@@ -175,9 +175,9 @@ def node_object(name: str, spec: NodeSpec) -> dict[str, Any]:
     }
 
 
-def cluster_objects(cluster: ClusterFile) -> ClusterObjects:
+def cluster_objects(cluster: ClusterFile) -> VirtualClusterObjects:
     """Build every object of the cluster file (validated by the models as they are built)."""
-    objects = ClusterObjects()
+    objects = VirtualClusterObjects()
     for pool in cluster.pools:
         gpu_pool, template = _pool(pool)
         objects.pools[pool.name] = gpu_pool

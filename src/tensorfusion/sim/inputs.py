@@ -14,7 +14,7 @@ from tensorfusion.sim.openb import OpenbRun, load_openb
 from tensorfusion.sim.runner import SimulationOptions, run_openb, run_simulation
 from tensorfusion.sim.workload_file import WorkloadFile, load_workload
 
-__all__ = ["DEFAULT_SEED", "MAX_INFLATION", "SimulationInputs", "simulation_inputs"]
+__all__ = ["DEFAULT_SEED", "MAX_INFLATION", "TraceSimulation", "simulation_inputs"]
 
 DEFAULT_SEED: Final = 42
 MAX_INFLATION: Final = 10.0
@@ -23,8 +23,8 @@ Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
-class SimulationInputs:
-    """The cluster and trace to run, where they came from, and how to run them."""
+class TraceSimulation:
+    """A cluster file and workload trace to simulate, where they came from, and how to run them."""
 
     cluster: ClusterFile
     workload: WorkloadFile
@@ -45,7 +45,7 @@ def simulation_inputs(
     openb: tuple[Path, Path] | None,
     inflate: float | None,
     seed: int | None,
-) -> SimulationInputs:
+) -> TraceSimulation:
     """Load the inputs the flags name; InputError on a bad combination or bad file."""
     if openb is None:
         if inflate is not None or seed is not None:
@@ -55,7 +55,7 @@ def simulation_inputs(
             raise InputError(
                 "give a cluster file and a workload file, or --openb NODES.csv PODS.csv"
             )
-        return SimulationInputs(load_cluster(cluster), load_workload(workload), cluster)
+        return TraceSimulation(load_cluster(cluster), load_workload(workload), cluster)
     if cluster is not None or workload is not None:
         raise InputError("--openb: give either --openb NODES.csv PODS.csv or cluster and "
                          "workload files, not both")  # fmt: skip
@@ -69,4 +69,4 @@ def simulation_inputs(
     chosen = DEFAULT_SEED if seed is None else seed
     run = load_openb(openb[0], openb[1], inflate, chosen)
     inflation = None if inflate is None else (inflate, chosen)
-    return SimulationInputs(run.cluster, run.workload, openb[0], run, inflation)
+    return TraceSimulation(run.cluster, run.workload, openb[0], run, inflation)

@@ -26,7 +26,7 @@ from tensorfusion.sim.input_limits import (
 
 __all__ = [
     "HARDWARE",
-    "GPUFigures",
+    "GPUModelFigures",
     "OpenbNode",
     "OpenbTask",
     "read_nodes",
@@ -37,7 +37,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class GPUFigures:
+class GPUModelFigures:
     """One row of the hardware table: dense fp16 tensor TFLOPs, VRAM, and where they come from."""
 
     fp16_tflops: str
@@ -45,14 +45,18 @@ class GPUFigures:
     source: str
 
 
-HARDWARE: Final[Mapping[str, GPUFigures]] = {
-    "T4": GPUFigures("65", "16Gi", "NVIDIA T4 datasheet: 65 fp16 tensor TFLOPS, 16 GB"),
-    "P100": GPUFigures("18.7", "16Gi", "NVIDIA P100 PCIe datasheet: 18.7 fp16 TFLOPS, 16 GB"),
-    "V100M16": GPUFigures("125", "16Gi", "NVIDIA V100 SXM2 datasheet: 125 tensor TFLOPS, 16 GB"),
-    "V100M32": GPUFigures("125", "32Gi", "NVIDIA V100 SXM2 datasheet: 125 tensor TFLOPS, 32 GB"),
-    "A10": GPUFigures("125", "24Gi", "NVIDIA A10 datasheet: 125 fp16 tensor TFLOPS, 24 GB"),
-    "G2": GPUFigures("125", "32Gi", "undisclosed; our choice: the V100M32 figures"),
-    "G3": GPUFigures("125", "32Gi", "undisclosed; our choice: the V100M32 figures"),
+HARDWARE: Final[Mapping[str, GPUModelFigures]] = {
+    "T4": GPUModelFigures("65", "16Gi", "NVIDIA T4 datasheet: 65 fp16 tensor TFLOPS, 16 GB"),
+    "P100": GPUModelFigures("18.7", "16Gi", "NVIDIA P100 PCIe datasheet: 18.7 fp16 TFLOPS, 16 GB"),
+    "V100M16": GPUModelFigures(
+        "125", "16Gi", "NVIDIA V100 SXM2 datasheet: 125 tensor TFLOPS, 16 GB"
+    ),
+    "V100M32": GPUModelFigures(
+        "125", "32Gi", "NVIDIA V100 SXM2 datasheet: 125 tensor TFLOPS, 32 GB"
+    ),
+    "A10": GPUModelFigures("125", "24Gi", "NVIDIA A10 datasheet: 125 fp16 tensor TFLOPS, 24 GB"),
+    "G2": GPUModelFigures("125", "32Gi", "undisclosed; our choice: the V100M32 figures"),
+    "G3": GPUModelFigures("125", "32Gi", "undisclosed; our choice: the V100M32 figures"),
 }
 """The openb GPU models. G2 and G3 are undisclosed: they get the V100M32 figures. The trace's
 GPU requests are shares of one card or whole cards, never TFLOPs or memory, so the figures

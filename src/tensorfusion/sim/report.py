@@ -8,7 +8,7 @@ from typing import Any
 
 from tensorfusion.domain.allocator.capacity_figures import (
     CapacityTotals,
-    PoolCapacity,
+    PoolCapacityFigures,
     pool_capacities,
 )
 from tensorfusion.domain.scheduling.decision import Decision
@@ -89,7 +89,7 @@ def build_report(
     capacities = pool_capacities(allocator)
     pools = []
     for name in sorted(cluster.pools):
-        capacity = capacities.get(name) or PoolCapacity(name, 0, 0, 0, CapacityTotals())
+        capacity = capacities.get(name) or PoolCapacityFigures(name, 0, 0, 0, CapacityTotals())
         totals = capacity.totals
         settings = allocator.pool(name)
         pool_samples = [p for s in result.samples for p in s.pools if p.pool == name]

@@ -18,7 +18,7 @@ from tensorfusion.domain.allocator.mapping import (
 from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.vocabulary import IsolationPolicy, PlacementMode
 from tensorfusion.sim.cluster_file import ClusterFile, NodeSpec, PoolSpec
-from tensorfusion.sim.cluster_objects import ClusterObjects, cluster_objects
+from tensorfusion.sim.cluster_objects import VirtualClusterObjects, cluster_objects
 
 __all__ = ["PolicyOverrides", "VirtualCluster", "build_cluster"]
 
@@ -57,7 +57,7 @@ class VirtualCluster:
     """The allocator, the API objects it was built from, and each node's file entry."""
 
     allocator: Allocator
-    objects: ClusterObjects
+    objects: VirtualClusterObjects
     pools: dict[str, PoolSpec]
 
     @property

@@ -9,7 +9,7 @@ import pytest
 
 from tensorfusion.adapters.devices.nvml import NvmlProvider, load_pynvml
 from tensorfusion.domain.devices.inventory import (
-    NodeFacts,
+    HostFacts,
     NVLinkPeer,
     ProcessMemory,
     ProviderError,
@@ -29,7 +29,7 @@ from .fake_nvml import (
     FakeNvml,
 )
 
-FACTS = NodeFacts(host_ram_bytes=1 << 40, data_disk_bytes=2 << 40)
+FACTS = HostFacts(host_ram_bytes=1 << 40, data_disk_bytes=2 << 40)
 BUS_A, BUS_B, BUS_C = "00000000:19:00.0", "00000000:3B:00.0", "00000000:4C:00.0"
 HINT = (
     "the NVIDIA driver must be installed and libnvidia-ml.so.1 loadable by the agent "

@@ -10,8 +10,8 @@ import pytest
 from tensorfusion.adapters.devices.simulated_file import SimulatedFileProvider
 from tensorfusion.domain.devices.inventory import (
     DeviceProvider,
+    HostFacts,
     LimiterCounters,
-    NodeFacts,
     ProviderError,
 )
 from tensorfusion.domain.devices.simulated_provider import SimulatedProvider
@@ -106,7 +106,7 @@ def test_discovery_lists_the_gpus_and_node_facts() -> None:
     provider: DeviceProvider = _provider()
     inventory = provider.discover()
     assert [d.index for d in inventory.devices] == [0, 1]
-    assert inventory.node == NodeFacts(host_ram_bytes=64 << 30)
+    assert inventory.node == HostFacts(host_ram_bytes=64 << 30)
     assert provider.name == "simulated:sim.yaml"
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tensorfusion.domain.devices.inventory import NodeFacts, NVLinkPeer, ProviderError
+from tensorfusion.domain.devices.inventory import HostFacts, NVLinkPeer, ProviderError
 from tensorfusion.domain.devices.simulation import parse_simulation, simulated_uuid
 from tensorfusion.domain.devices.simulation_steps import GpuLoad, Step, WorkerLoad
 
@@ -36,7 +36,7 @@ nvlink:
 def test_a_good_file_parses_into_devices_node_facts_and_links() -> None:
     spec = parse_simulation(GOOD, "sim.yaml", node_name="ignored")
     assert spec.source == "sim.yaml"
-    assert spec.node == NodeFacts(host_ram_bytes=512 << 30, data_disk_bytes=2 * 10**12)
+    assert spec.node == HostFacts(host_ram_bytes=512 << 30, data_disk_bytes=2 * 10**12)
     first, second, third = (gpu.device for gpu in spec.gpus)
     assert (first.uuid, second.uuid) == (simulated_uuid("node-a", 0), simulated_uuid("node-a", 1))
     assert (first.index, second.index, third.index) == (0, 1, 2)
@@ -72,7 +72,7 @@ def test_generated_uuids_are_stable_and_differ_by_node_and_index() -> None:
 def test_without_a_node_name_uuids_are_seeded_by_sim() -> None:
     spec = parse_simulation("gpus: [{model: L4, vram: 24Gi}]", "s")
     assert spec.gpus[0].device.uuid == simulated_uuid("sim", 0)
-    assert spec.node == NodeFacts()
+    assert spec.node == HostFacts()
 
 
 def test_the_example_file_parses() -> None:

@@ -27,8 +27,8 @@ from tensorfusion.domain.devices.device_plugin_usage import CheckpointError, Dev
 from tensorfusion.domain.devices.kubelet_messages import (
     ContainerDevices,
     ContainerResources,
+    KubeletPodResources,
     ListPodResourcesResponse,
-    PodResources,
 )
 from tensorfusion.hypervisor.device_usage import (
     DeviceUsageLoop,
@@ -183,7 +183,7 @@ async def test_the_checkpoint_file_answers_when_the_socket_is_missing(short_dir:
 
 
 async def test_the_pod_resources_api_answers_first(short_dir: Path) -> None:
-    response = ListPodResourcesResponse((PodResources("train", "ml", (ContainerResources(
+    response = ListPodResourcesResponse((KubeletPodResources("train", "ml", (ContainerResources(
         "main", (ContainerDevices("nvidia.com/gpu", (UUID_A,)),)),)),))  # fmt: skip
     socket = short_dir / "kubelet.sock"
     server = await FakePodResourcesLister(socket, response).start()

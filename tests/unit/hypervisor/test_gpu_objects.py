@@ -12,7 +12,7 @@ from tensorfusion.domain.devices.gpu_objects import (
     topology_peers,
     vanished_patch,
 )
-from tensorfusion.domain.devices.inventory import DeviceInfo, Inventory, NodeFacts, NVLinkPeer
+from tensorfusion.domain.devices.inventory import DeviceInfo, HostFacts, Inventory, NVLinkPeer
 
 NOW = "2026-12-02T04:00:00Z"
 IDENTITY = AgentIdentity(node="gpu-1", pool="shared", gpu_node_uid="n-uid",
@@ -88,7 +88,7 @@ def test_a_vanished_gpu_is_deleted_when_idle_else_unknown_since_its_first_absenc
 
 
 def test_the_gpu_node_status_sums_the_gpus_and_beats() -> None:
-    inventory = Inventory(tuple(DEVICES[:2]), NodeFacts(512 * GIB, 2048 * GIB))
+    inventory = Inventory(tuple(DEVICES[:2]), HostFacts(512 * GIB, 2048 * GIB))
     status = gpu_node_status_patch(
         inventory, {"gpu-abc-0": 989_500, "gpu-abc-1": 989_500}, version="1.2.3",
         state="Running", now_rfc3339=NOW, current_phase=None,

@@ -14,8 +14,8 @@ from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.inventory import (
     DeviceInfo,
     DeviceSample,
+    HostFacts,
     Inventory,
-    NodeFacts,
     ProviderError,
 )
 from tensorfusion.hypervisor.agent import NodeAgent
@@ -37,7 +37,7 @@ class Provider:
     def discover(self) -> Inventory:
         if self.error:
             raise ProviderError(self.error)
-        return Inventory(tuple(self.devices), NodeFacts(64 * GIB, 512 * GIB))
+        return Inventory(tuple(self.devices), HostFacts(64 * GIB, 512 * GIB))
 
     def sample(self, now_s: float) -> tuple[DeviceSample, ...]:
         return ()

@@ -36,7 +36,7 @@ from tensorfusion.hypervisor.usage_metrics import (
     WriteTls,
     usage_metrics,
 )
-from tensorfusion.hypervisor.usage_samples import NodeFigures
+from tensorfusion.hypervisor.usage_samples import NodeGPUCapacity
 from tests.peer_tls import release_bundle, serving
 
 GIB = 1 << 30
@@ -56,7 +56,7 @@ gpus:
     vram: 80Gi
     uuid: {COOL}
 """
-FIGURES = NodeFigures("node-1", "shared", {HOT.lower(): 989_500, COOL.lower(): 989_500},
+FIGURES = NodeGPUCapacity("node-1", "shared", {HOT.lower(): 989_500, COOL.lower(): 989_500},
                       {HOT.lower(): 80 * GIB, COOL.lower(): 80 * GIB})  # fmt: skip
 
 
@@ -95,7 +95,7 @@ def loop(
     writer: LineProtocolWriter,
     *,
     provider: Any = None,
-    figures: Callable[[], NodeFigures] = lambda: FIGURES,
+    figures: Callable[[], NodeGPUCapacity] = lambda: FIGURES,
     authorization: Callable[[], str] = lambda: "",
     log_rows: SystemLogRows | None = None,
     interval_s: float = 10.0,
@@ -161,7 +161,7 @@ async def test_a_row_per_gpu_and_per_allocated_worker_idle_ones_included() -> No
 
 async def test_limiter_counters_grow_and_capacity_follows_the_last_discovery() -> None:
     writer = LineProtocolWriter(WriteEndpoint("http://127.0.0.1:9/unused"))
-    figures = [NodeFigures("node-1", "shared", {}, {})]
+    figures = [NodeGPUCapacity("node-1", "shared", {}, {})]
     usage = loop(writer, figures=lambda: figures[-1])
     await usage.cycle(START_S + 2)
     figures.append(FIGURES)
@@ -334,7 +334,7 @@ async def test_failures_never_end_the_loop(store: tuple[Endpoint, str]) -> None:
     endpoint, url = store
     calls: list[int] = []
 
-    def figures() -> NodeFigures:
+    def figures() -> NodeGPUCapacity:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("a bug in one cycle")

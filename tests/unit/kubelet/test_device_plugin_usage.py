@@ -26,8 +26,8 @@ from tensorfusion.domain.devices.device_plugin_usage import (
 from tensorfusion.domain.devices.kubelet_messages import (
     ContainerDevices,
     ContainerResources,
+    KubeletPodResources,
     ListPodResourcesResponse,
-    PodResources,
 )
 
 UUID = "gpu-0aa1b2c3-d4e5-f6a7-b8c9-d0e1f2a3b4c5"  # 40 characters
@@ -108,7 +108,7 @@ def test_gpus_go_back_to_tensor_fusion_on_release() -> None:
 def test_pod_resources_answer_flattens_to_assignments() -> None:
     response = ListPodResourcesResponse(
         (
-            PodResources(
+            KubeletPodResources(
                 "p",
                 "ns",
                 (ContainerResources("c", (ContainerDevices("nvidia.com/gpu", ("x", "y")),)),),

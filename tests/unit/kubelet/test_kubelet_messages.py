@@ -23,12 +23,12 @@ from tensorfusion.domain.devices.kubelet_messages import (
     DevicePluginOptions,
     DeviceSpec,
     Empty,
+    KubeletPodResources,
     ListAndWatchResponse,
     ListPodResourcesResponse,
     Message,
     Mount,
     NUMANode,
-    PodResources,
     PreferredAllocationRequest,
     PreferredAllocationResponse,
     PreStartContainerRequest,
@@ -58,7 +58,11 @@ GOLDEN: list[tuple[Message, str]] = [
     (AllocateRequest((ContainerAllocateRequest(("a", "")),)), "0a05" + "0a0161" + "0a00"),
     (
         ListPodResourcesResponse(
-            (PodResources("p", "n", (ContainerResources("c", (ContainerDevices("r", ("d",)),)),)),)
+            (
+                KubeletPodResources(
+                    "p", "n", (ContainerResources("c", (ContainerDevices("r", ("d",)),)),)
+                ),
+            )
         ),
         "0a13" + "0a0170" + "12016e" + "1a0b" + "0a0163" + "1206" + "0a0172" + "120164",
     ),
@@ -130,7 +134,7 @@ _container_response = st.builds(
     _many(st.builds(CDIDevice, _text)),
 )
 _pod_resources = st.builds(
-    PodResources,
+    KubeletPodResources,
     _text,
     _text,
     _many(

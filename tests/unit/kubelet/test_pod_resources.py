@@ -19,9 +19,9 @@ from tensorfusion.domain.devices.device_plugin_usage import CheckpointError, Dev
 from tensorfusion.domain.devices.kubelet_messages import (
     ContainerDevices,
     ContainerResources,
+    KubeletPodResources,
     ListPodResourcesResponse,
     NUMANode,
-    PodResources,
     TopologyInfo,
 )
 
@@ -31,7 +31,7 @@ GPU_A = "GPU-0aa1b2c3-d4e5-f6a7-b8c9-d0e1f2a3b4c5"
 
 RESPONSE = ListPodResourcesResponse(
     (
-        PodResources(
+        KubeletPodResources(
             "trainer",
             "ml",
             (
@@ -45,7 +45,7 @@ RESPONSE = ListPodResourcesResponse(
                 ContainerResources("sidecar"),
             ),
         ),
-        PodResources("idle", "default"),
+        KubeletPodResources("idle", "default"),
     )
 )
 

@@ -6,12 +6,12 @@ import os
 import shutil
 from pathlib import Path
 
-from tensorfusion.domain.devices.inventory import NodeFacts
+from tensorfusion.domain.devices.inventory import HostFacts
 
 __all__ = ["read_node_facts"]
 
 
-def read_node_facts(data_path: Path = Path("/")) -> NodeFacts:
+def read_node_facts(data_path: Path = Path("/")) -> HostFacts:
     """RAM from the page count, disk from the filesystem holding `data_path`; 0 if unknown."""
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -21,4 +21,4 @@ def read_node_facts(data_path: Path = Path("/")) -> NodeFacts:
         disk = shutil.disk_usage(data_path).total
     except OSError:
         disk = 0
-    return NodeFacts(host_ram_bytes=max(ram, 0), data_disk_bytes=disk)
+    return HostFacts(host_ram_bytes=max(ram, 0), data_disk_bytes=disk)

@@ -25,8 +25,8 @@ from tensorfusion.adapters.devices.nvml_sample import NvlinkCounters, sample_dev
 from tensorfusion.domain.devices.inventory import (
     DeviceInfo,
     DeviceSample,
+    HostFacts,
     Inventory,
-    NodeFacts,
     ProviderError,
 )
 from tensorfusion.domain.devices.nvlink import ActiveLink, nvlink_peers
@@ -83,7 +83,7 @@ class NvmlProvider:
         nvml: Any = None,
         *,
         sysfs_root: Path = Path("/sys"),
-        node_facts: Callable[[], NodeFacts] = read_node_facts,
+        node_facts: Callable[[], HostFacts] = read_node_facts,
     ) -> None:
         self._nvml = nvml
         self._sysfs_root = sysfs_root

@@ -18,7 +18,13 @@ from tensorfusion.domain.model.capacity import CapacityFigures
 from tensorfusion.domain.model.node import PodGPUInfo
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
-__all__ = ["CapacityTotals", "NodeCapacity", "PoolCapacity", "node_capacity", "pool_capacities"]
+__all__ = [
+    "CapacityTotals",
+    "NodeCapacity",
+    "PoolCapacityFigures",
+    "node_capacity",
+    "pool_capacities",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,7 @@ class NodeCapacity:
 
 
 @dataclass(frozen=True, slots=True)
-class PoolCapacity:
+class PoolCapacityFigures:
     """A GPUPool's figures: sums over its nodes."""
 
     name: str
@@ -134,19 +140,19 @@ def node_capacity(
 
 def pool_capacities(
     allocator: Allocator, nodes: Iterable[NodeCapacity] | None = None
-) -> dict[str, PoolCapacity]:
+) -> dict[str, PoolCapacityFigures]:
     """Per pool, the sums over its nodes (every node with GPUs, unless `nodes` is given)."""
     if nodes is None:
         nodes = [node_capacity(allocator, n) for n in allocator.nodes.values() if n.gpus]
-    pools: dict[str, PoolCapacity] = {}
+    pools: dict[str, PoolCapacityFigures] = {}
     for node in nodes:
         known = pools.get(node.pool)
         if known is None:
-            pools[node.pool] = PoolCapacity(
+            pools[node.pool] = PoolCapacityFigures(
                 node.pool, 1, len(node.gpus), len(node.pods), node.totals
             )
         else:
-            pools[node.pool] = PoolCapacity(
+            pools[node.pool] = PoolCapacityFigures(
                 node.pool,
                 known.nodes + 1,
                 known.gpus + len(node.gpus),

@@ -17,10 +17,10 @@ __all__ = [
     "DeviceInfo",
     "DeviceProvider",
     "DeviceSample",
+    "HostFacts",
     "Inventory",
     "LimiterCounters",
     "NVLinkPeer",
-    "NodeFacts",
     "ProcessMemory",
     "ProviderError",
 ]
@@ -56,7 +56,7 @@ class DeviceInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeFacts:
+class HostFacts:
     """Host facts for `GPUNode.status.nodeInfo`."""
 
     host_ram_bytes: int = 0
@@ -68,7 +68,7 @@ class Inventory:
     """What one discovery found."""
 
     devices: tuple[DeviceInfo, ...] = ()
-    node: NodeFacts = field(default_factory=NodeFacts)
+    node: HostFacts = field(default_factory=HostFacts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,12 +40,12 @@ __all__ = [
     "DeviceSpec",
     "Empty",
     "Kind",
+    "KubeletPodResources",
     "ListAndWatchResponse",
     "ListPodResourcesResponse",
     "Message",
     "Mount",
     "NUMANode",
-    "PodResources",
     "PreStartContainerRequest",
     "PreferredAllocationRequest",
     "PreferredAllocationResponse",
@@ -258,7 +258,7 @@ class ContainerResources(Message):
 
 
 @dataclass(frozen=True, slots=True)
-class PodResources(Message):
+class KubeletPodResources(Message):
     name: str = ""
     namespace: str = ""
     containers: tuple[ContainerResources, ...] = ()
@@ -271,5 +271,5 @@ class PodResources(Message):
 
 @dataclass(frozen=True, slots=True)
 class ListPodResourcesResponse(Message):
-    pod_resources: tuple[PodResources, ...] = ()
-    FIELDS: ClassVar = (_f(1, "pod_resources", Kind.MESSAGES, PodResources),)
+    pod_resources: tuple[KubeletPodResources, ...] = ()
+    FIELDS: ClassVar = (_f(1, "pod_resources", Kind.MESSAGES, KubeletPodResources),)

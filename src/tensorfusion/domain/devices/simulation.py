@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from tensorfusion.domain.devices.document_fields import DocumentFields, join, load_yaml
-from tensorfusion.domain.devices.inventory import DeviceInfo, NodeFacts, NVLinkPeer
+from tensorfusion.domain.devices.inventory import DeviceInfo, HostFacts, NVLinkPeer
 from tensorfusion.domain.devices.nvlink import LINK_BANDWIDTH_MB_PER_S, nvlink_bandwidth_mb_per_s
 from tensorfusion.domain.devices.simulation_steps import (
     GPU_FIELDS,
@@ -110,7 +110,7 @@ class SimulationSpec:
     """A parsed simulated GPU file; `source` names it in messages and the provider's name."""
 
     source: str
-    node: NodeFacts
+    node: HostFacts
     gpus: tuple[SimulatedGpu, ...]
 
 
@@ -130,7 +130,7 @@ def parse_simulation(text: str, source: str, node_name: str = "") -> SimulationS
     top = doc.mapping("", data, _TOP, required=("gpus",))
     node = doc.mapping("node", top.get("node", {}), _NODE)
     seed = doc.text("node.name", node["name"]) if "name" in node else node_name or _DEFAULT_NODE
-    facts = NodeFacts(
+    facts = HostFacts(
         host_ram_bytes=doc.byte_count("node.hostRAM", node.get("hostRAM", 0)),
         data_disk_bytes=doc.byte_count("node.dataDisk", node.get("dataDisk", 0)),
     )

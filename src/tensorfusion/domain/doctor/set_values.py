@@ -53,7 +53,7 @@ def apply_sets(values: Mapping[str, Any], expressions: Sequence[str]) -> dict[st
     """
     data = copy.deepcopy(dict(values))
     for expression in expressions:
-        _Parser(expression, data).parse()
+        _SetExpressionParser(expression, data).parse()
     return data
 
 
@@ -87,7 +87,7 @@ def _kind(value: object) -> str:
     return "string"
 
 
-class _Parser:
+class _SetExpressionParser:
     """One expression, read character by character as Helm's parser reads it."""
 
     def __init__(self, expression: str, data: dict[str, Any]) -> None:

@@ -126,7 +126,7 @@ def go_sprintln(*args: Any) -> str:
     return " ".join(go_value_text(arg) for arg in args) + "\n"
 
 
-class _Spec:
+class _FormatSpec:
     __slots__ = ("minus", "plus", "precision", "sharp", "space", "width", "zero")
 
     def __init__(self) -> None:
@@ -139,7 +139,7 @@ class _Spec:
         self.precision: int | None = None
 
 
-def _pad(text: str, spec: _Spec, *, numeric: bool = False) -> str:
+def _pad(text: str, spec: _FormatSpec, *, numeric: bool = False) -> str:
     if spec.width is None or len(text) >= spec.width:
         return text
     fill = spec.width - len(text)
@@ -153,7 +153,7 @@ def _pad(text: str, spec: _Spec, *, numeric: bool = False) -> str:
     return " " * fill + text
 
 
-def _sign(negative: bool, spec: _Spec) -> str:
+def _sign(negative: bool, spec: _FormatSpec) -> str:
     if negative:
         return "-"
     if spec.plus:
@@ -163,7 +163,7 @@ def _sign(negative: bool, spec: _Spec) -> str:
     return ""
 
 
-def _format_float(value: float, verb: str, spec: _Spec) -> str:
+def _format_float(value: float, verb: str, spec: _FormatSpec) -> str:
     if math.isnan(value) or math.isinf(value):
         if math.isnan(value):
             text = ("+" if spec.plus else " " if spec.space else "") + "NaN"
@@ -196,7 +196,7 @@ def _format_float(value: float, verb: str, spec: _Spec) -> str:
     return _pad(_sign(negative, spec) + body, spec, numeric=True)
 
 
-def _format_int(value: int, verb: str, spec: _Spec) -> str:
+def _format_int(value: int, verb: str, spec: _FormatSpec) -> str:
     negative = value < 0
     magnitude = abs(value)
     if verb == "c":
@@ -273,7 +273,7 @@ def _bad_verb(verb: str, value: Any) -> str:
     return f"%!{verb}({go_type_name(value)}={go_value_text(value)})"
 
 
-def _format_one(verb: str, value: Any, spec: _Spec) -> str:
+def _format_one(verb: str, value: Any, spec: _FormatSpec) -> str:
     if isinstance(value, bool):
         if verb in ("v", "t"):
             return _pad("true" if value else "false", spec)
@@ -335,7 +335,7 @@ def _over(limit: int) -> TemplateLimitError:
     return TemplateLimitError(f"printf output exceeds {limit} characters (the limit)")
 
 
-def _check_room(spec: _Spec, value: Any, *, size: int, limit: int) -> None:
+def _check_room(spec: _FormatSpec, value: Any, *, size: int, limit: int) -> None:
     """Refuse a verb whose width or numeric precision alone would pass the output limit."""
     numeric = isinstance(value, int | float) and not isinstance(value, bool)
     needed = max(spec.width or 0, (spec.precision or 0) if numeric else 0)
@@ -365,7 +365,7 @@ def go_sprintf(format_text: str, *args: Any, limit: int = MAX_RENDER_CHARS) -> s
         out.append(format_text[position:percent])
         size += percent - position
         position = percent + 1
-        spec = _Spec()
+        spec = _FormatSpec()
         while position < length and format_text[position] in "-+# 0":
             flag = format_text[position]
             if flag == "-":

@@ -54,7 +54,7 @@ def _number(text: str) -> int | float:
         raise TemplateSyntaxError(f"bad number syntax: {text!r}") from error
 
 
-class _Parser:
+class _TemplateParser:
     def __init__(self, text: str, functions: Collection[str]) -> None:
         self.text = text
         self.tokens = tokenize(text)
@@ -285,4 +285,4 @@ class _Parser:
 
 def parse(text: str, functions: Collection[str]) -> ListNode:
     """Parse template text; `functions` are the names a template may call."""
-    return _Parser(text, functions).parse()
+    return _TemplateParser(text, functions).parse()
