@@ -28,9 +28,8 @@ from tensorfusion.domain.desired_state.hypervisor_pods import (
     metrics_write_target,
     render_hypervisor_pod,
 )
-from tensorfusion.domain.desired_state.objects import parse_time
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
-from tensorfusion.domain.timestamps import format_rfc3339
+from tensorfusion.domain.timestamps import format_rfc3339, parse_rfc3339
 
 from .agent_runner import AgentRunner
 from .conftest import DeleteLater
@@ -207,7 +206,7 @@ async def test_the_leader_keeps_one_agent_pod_per_gpu_node_and_agents_run_from_i
 
         pod = await eventually(recreated, what="the pod recreated, the old agent stopped",
                                components=logs())  # fmt: skip
-        created_at = parse_time(pod["metadata"]["creationTimestamp"])
+        created_at = parse_rfc3339(pod["metadata"]["creationTimestamp"])
         assert created_at is not None
         # The stopped agent's last beat, fresh but from before the new pod: not ready.
         stale = {"lastHeartbeatTime": format_rfc3339(created_at - 2)}
@@ -223,7 +222,9 @@ async def test_the_leader_keeps_one_agent_pod_per_gpu_node_and_agents_run_from_i
 
         async def beats_after_the_new_pod() -> bool:
             node_status_now = status(await read(kube, GPU_NODE, nodes[0]))
-            beat = parse_time(node_status_now.get("hypervisorStatus", {}).get("lastHeartbeatTime"))
+            beat = parse_rfc3339(
+                node_status_now.get("hypervisorStatus", {}).get("lastHeartbeatTime")
+            )
             fresh = beat is not None and beat >= created_at
             return fresh and node_status_now.get("phase") == "Running"
 

@@ -22,8 +22,8 @@ from lightkube.types import PatchType
 
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.hypervisor_pods import hypervisor_pod_name
-from tensorfusion.domain.desired_state.objects import parse_time
 from tensorfusion.domain.desired_state.rollout import BATCH_POLL_S
+from tensorfusion.domain.timestamps import parse_rfc3339
 
 from .agent_runner import AgentRunner
 from .conftest import DeleteLater
@@ -160,18 +160,18 @@ async def test_a_changed_agent_image_rolls_out_as_the_pool_policy_says(
 
         async def observe() -> None:
             annotations = (await pool_obj())["metadata"].get("annotations") or {}
-            stamp = parse_time(annotations.get(KEYS.batch_update_last_time("hypervisor")))
+            stamp = parse_rfc3339(annotations.get(KEYS.batch_update_last_time("hypervisor")))
             if stamp is not None and stamp not in stamps:
                 stamps.append(stamp)
             for node, pod in (await pods()).items():
                 if pod["metadata"]["uid"] == uids[node]:
                     continue
                 seen = timeline[node]
-                created = parse_time(pod["metadata"]["creationTimestamp"]) or 0.0
+                created = parse_rfc3339(pod["metadata"]["creationTimestamp"]) or 0.0
                 seen.setdefault("created", created)
                 beat = (status(await read(kube, GPU_NODE, node)).get("hypervisorStatus")
                         or {}).get("lastHeartbeatTime")  # fmt: skip
-                when = parse_time(beat)
+                when = parse_rfc3339(beat)
                 if when is not None and when >= created:
                     seen.setdefault("beat", when)
 

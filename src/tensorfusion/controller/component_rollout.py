@@ -34,7 +34,6 @@ from tensorfusion.domain.annotations import (
 )
 from tensorfusion.domain.desired_state.gpu_nodes import AgentReadinessMode, agent_readiness
 from tensorfusion.domain.desired_state.hypervisor_pods import hypervisor_pod_name
-from tensorfusion.domain.desired_state.objects import parse_time
 from tensorfusion.domain.desired_state.pools import replace_conditions
 from tensorfusion.domain.desired_state.rollout import (
     NodeRollout,
@@ -62,7 +61,7 @@ from tensorfusion.domain.object_views import (
     name_of,
     status_of,
 )
-from tensorfusion.domain.timestamps import format_rfc3339
+from tensorfusion.domain.timestamps import format_rfc3339, parse_rfc3339
 from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.informer_store import EventKind, InformerEvent
 
@@ -279,4 +278,4 @@ def _client_hash(pool: Obj) -> str | None:
 
 
 def _created(obj: Obj) -> float:
-    return parse_time(metadata_of(obj).get("creationTimestamp")) or 0.0
+    return parse_rfc3339(metadata_of(obj).get("creationTimestamp")) or 0.0

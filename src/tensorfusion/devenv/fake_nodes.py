@@ -8,7 +8,7 @@ is the only way it is kept.
 
 from __future__ import annotations
 
-import datetime
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,13 +18,14 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
+from tensorfusion.domain.timestamps import format_rfc3339
 from tensorfusion.sim.cluster_file import ClusterFile, HardwareModel, NodeSpec
 from tensorfusion.sim.cluster_objects import node_object, numa_of, nvlink_peers
 
 __all__ = [
     "GPU_RESOURCE",
     "FakeNode",
-    "WorkerLoad",
+    "WorkerGPUUsage",
     "create_node",
     "fake_nodes",
     "gpu_node_labels",
@@ -53,7 +54,7 @@ def node_status(
     resources: Mapping[str, str], *, ready: bool = True, hostname: str | None = None
 ) -> dict[str, object]:
     """A ``NodeStatus`` body: capacity = allocatable = ``resources``, one Ready condition."""
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = format_rfc3339(time.time())
     status: dict[str, object] = {
         "capacity": dict(resources),
         "allocatable": dict(resources),
@@ -121,7 +122,7 @@ async def create_node(kube: AsyncClient, node: FakeNode) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerLoad:
+class WorkerGPUUsage:
     """What one worker pod uses of one simulated GPU."""
 
     pod: str
@@ -130,7 +131,7 @@ class WorkerLoad:
     memory_bytes: int
 
 
-def simulation_document(node: FakeNode, workers: Sequence[WorkerLoad] = ()) -> dict[str, Any]:
+def simulation_document(node: FakeNode, workers: Sequence[WorkerGPUUsage] = ()) -> dict[str, Any]:
     """The simulated GPU file of `node`: one entry per card (model, memory, UUID, NUMA node, an
     idle temperature), the workers' usage on their cards, and the NVLink groups of the file."""
     spec = node.spec
@@ -158,6 +159,6 @@ def simulation_document(node: FakeNode, workers: Sequence[WorkerLoad] = ()) -> d
     return document
 
 
-def simulation_text(node: FakeNode, workers: Sequence[WorkerLoad] = ()) -> str:
+def simulation_text(node: FakeNode, workers: Sequence[WorkerGPUUsage] = ()) -> str:
     """`simulation_document` as YAML."""
     return yaml.safe_dump(simulation_document(node, workers), sort_keys=False)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,7 @@ from tensorfusion.devenv.control_plane import ControlPlane
 from tensorfusion.devenv.processes import Component, free_port
 from tensorfusion.devenv.source_tree import EXECUTABLE
 from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.timestamps import format_rfc3339
 
 __all__ = ["Agent", "AgentRunner"]
 
@@ -227,4 +228,4 @@ def _pod_env(pod: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return format_rfc3339(time.time())

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +24,11 @@ from lightkube import ApiError, AsyncClient
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType, on_error_retry
 
-from tensorfusion.devenv.fake_nodes import FakeNode, WorkerLoad, simulation_text
+from tensorfusion.devenv.fake_nodes import FakeNode, WorkerGPUUsage, simulation_text
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.quantities import parse_quantity
+from tensorfusion.domain.timestamps import format_rfc3339
 
 __all__ = ["WorkloadPods", "worker_loads"]
 
@@ -43,7 +44,7 @@ def _number(text: str | None) -> float:
         return 0.0
 
 
-def worker_loads(pod: Mapping[str, Any], node: FakeNode) -> list[WorkerLoad]:
+def worker_loads(pod: Mapping[str, Any], node: FakeNode) -> list[WorkerGPUUsage]:
     """What worker `pod` uses of each GPU its `gpu-ids` names on `node` (GPU object names;
     none for another pod)."""
     annotations: Mapping[str, str] = pod["metadata"].get("annotations") or {}
@@ -57,7 +58,7 @@ def worker_loads(pod: Mapping[str, Any], node: FakeNode) -> list[WorkerLoad]:
         percent = _number(annotations.get(KEYS.compute_percent_request))
     memory = int(_number(annotations.get(KEYS.vram_request)))
     name = pod["metadata"]["name"]
-    return [WorkerLoad(name, by_name[gpu], min(percent, 100.0), memory)
+    return [WorkerGPUUsage(name, by_name[gpu], min(percent, 100.0), memory)
             for gpu in names if gpu in by_name]  # fmt: skip
 
 
@@ -73,7 +74,7 @@ class WorkloadPods:
     """The address a node's pods report (host and pod IP)."""
     on_change: Callable[[str], Awaitable[None]] | None = None
     """Told the node whose simulated GPU file changed (its agent re-reads it)."""
-    loads: dict[str, dict[str, list[WorkerLoad]]] = field(default_factory=dict)
+    loads: dict[str, dict[str, list[WorkerGPUUsage]]] = field(default_factory=dict)
     """Per node, per worker pod, its usage."""
 
     def write_simulation(self, node: str) -> None:
@@ -136,7 +137,7 @@ class WorkloadPods:
             await self._changed(node)
         if (pod.get("status") or {}).get("phase") == "Running":
             return
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = format_rfc3339(time.time())
         address = self.node_ip(node)
         containers = [
             {"name": c["name"], "image": c.get("image", ""), "ready": True, "restartCount": 0,

@@ -1,5 +1,5 @@
 """Timestamps as text, in UTC: RFC 3339 (Kubernetes, to the second; alerts, to the millisecond)
-and SQL TIMESTAMP literals."""
+and SQL TIMESTAMP literals; RFC 3339 times read back."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-__all__ = ["format_rfc3339", "format_rfc3339_ms", "format_sql_timestamp"]
+__all__ = [
+    "format_rfc3339",
+    "format_rfc3339_ms",
+    "format_sql_timestamp",
+    "parse_rfc3339",
+    "parse_rfc3339_datetime",
+]
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -31,3 +37,23 @@ def format_rfc3339_ms(ms: int) -> str:
 def format_sql_timestamp(ms: int) -> str:
     """`YYYY-MM-DD HH:MM:SS.fff` in UTC, the text of a SQL TIMESTAMP literal."""
     return _utc(ms).strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
+
+
+def parse_rfc3339_datetime(text: object) -> datetime | None:
+    """An RFC 3339 time as the API writes it (`2026-01-02T03:04:05Z`, with or without
+    fractions, `Z` or an offset) as an aware datetime; None when `text` is not one, a time
+    without a zone included."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def parse_rfc3339(text: object) -> float | None:
+    """Seconds since the Unix epoch of an RFC 3339 time (see `parse_rfc3339_datetime`); None
+    when `text` is not one."""
+    moment = parse_rfc3339_datetime(text)
+    return moment.timestamp() if moment is not None else None

@@ -15,7 +15,8 @@ from tensorfusion.domain.desired_state.node_selection import (
     parse_label_query,
     pool_for_node,
 )
-from tensorfusion.domain.desired_state.objects import Exactly, merge_patch, parse_time
+from tensorfusion.domain.desired_state.objects import Exactly, merge_patch
+from tensorfusion.domain.timestamps import parse_rfc3339
 
 GPU_PRESENT = parse_label_query("nvidia.com/gpu.present=true")
 
@@ -66,12 +67,12 @@ def test_merge_patch_touches_only_named_fields_and_replaces_exact_maps() -> None
     assert merge_patch({}, {"p": Exactly({})}) == {}
 
 
-def test_parse_time_reads_rfc3339_and_refuses_the_rest() -> None:
-    assert parse_time("2027-01-15T08:00:00Z") == 1_800_000_000.0
-    assert parse_time("2027-01-15T09:00:00+01:00") == 1_800_000_000.0
-    assert parse_time("2027-01-15T08:00:00") is None  # no zone
-    assert parse_time("yesterday") is None
-    assert parse_time(None) is None
+def test_parse_rfc3339_reads_rfc3339_and_refuses_the_rest() -> None:
+    assert parse_rfc3339("2027-01-15T08:00:00Z") == 1_800_000_000.0
+    assert parse_rfc3339("2027-01-15T09:00:00+01:00") == 1_800_000_000.0
+    assert parse_rfc3339("2027-01-15T08:00:00") is None  # no zone
+    assert parse_rfc3339("yesterday") is None
+    assert parse_rfc3339(None) is None
 
 
 @pytest.mark.parametrize(

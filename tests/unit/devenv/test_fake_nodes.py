@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tensorfusion.devenv.fake_nodes import FakeNode, WorkerLoad, fake_nodes, simulation_text
+from tensorfusion.devenv.fake_nodes import FakeNode, WorkerGPUUsage, fake_nodes, simulation_text
 from tensorfusion.devenv.workload_pods import worker_loads
 from tensorfusion.domain.devices.simulation import parse_simulation
 from tensorfusion.sim.cluster_file import load_cluster
@@ -28,7 +28,7 @@ def test_every_node_of_the_example_with_its_hardware(nodes: list[FakeNode]) -> N
 
 def test_the_simulation_file_is_what_the_agent_reads(nodes: list[FakeNode]) -> None:
     node = nodes[0]
-    loads = [WorkerLoad("train-0", 3, 32.5, 3 << 30)]
+    loads = [WorkerGPUUsage("train-0", 3, 32.5, 3 << 30)]
     spec = parse_simulation(simulation_text(node, loads), "test", node.name)
     devices = [gpu.device for gpu in spec.gpus]
     assert [d.uuid for d in devices] == [f"GPU-a100-0-{i}" for i in range(8)]
@@ -47,15 +47,15 @@ def test_a_worker_uses_what_it_requested_on_the_gpus_it_holds(nodes: list[FakeNo
     pod = _pod({"tensor-fusion.ai/gpu-ids": "gpu-a100-0-1,gpu-a100-0-5",
                 "tensor-fusion.ai/tflops-request": "156",
                 "tensor-fusion.ai/vram-request": "4Gi"})  # fmt: skip
-    assert worker_loads(pod, node) == [WorkerLoad("w", 1, 50.0, 4 << 30),
-                                       WorkerLoad("w", 5, 50.0, 4 << 30)]  # fmt: skip
+    assert worker_loads(pod, node) == [WorkerGPUUsage("w", 1, 50.0, 4 << 30),
+                                       WorkerGPUUsage("w", 5, 50.0, 4 << 30)]  # fmt: skip
 
 
 def test_compute_percent_requests_and_foreign_gpus(nodes: list[FakeNode]) -> None:
     node = nodes[0]
     pod = _pod({"tensor-fusion.ai/gpu-ids": "gpu-a100-0-2,gpu-l40s-0-0",
                 "tensor-fusion.ai/compute-percent-request": "25"})  # fmt: skip
-    assert worker_loads(pod, node) == [WorkerLoad("w", 2, 25.0, 0)]
+    assert worker_loads(pod, node) == [WorkerGPUUsage("w", 2, 25.0, 0)]
     assert worker_loads(_pod({}), node) == []
     too_much = _pod({"tensor-fusion.ai/gpu-ids": "gpu-a100-0-0",
                      "tensor-fusion.ai/tflops-request": "1000"})  # fmt: skip

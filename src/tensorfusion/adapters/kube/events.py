@@ -20,6 +20,7 @@ from lightkube.models.core_v1 import ObjectReference
 
 from tensorfusion.adapters.kube.client import raw_http
 from tensorfusion.domain.object_views import name_of
+from tensorfusion.domain.timestamps import format_rfc3339
 
 __all__ = ["EventRecorder", "EventSink", "InvolvedObject"]
 
@@ -122,7 +123,7 @@ class EventRecorder:
         self, involved: InvolvedObject, type_: str, reason: str, message: str, now: datetime
     ) -> _Written:
         namespace = involved.namespace or CLUSTER_SCOPED_NAMESPACE
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = format_rfc3339(now.timestamp())
         event = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"generateName": f"{involved.name}.", "namespace": namespace},
@@ -140,7 +141,7 @@ class EventRecorder:
         written.last = now
         await self._send(
             "PATCH", f"/api/v1/namespaces/{written.namespace}/events/{written.name}",
-            {"count": written.count, "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ")},
+            {"count": written.count, "lastTimestamp": format_rfc3339(now.timestamp())},
             content_type="application/merge-patch+json",
         )  # fmt: skip
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Final, TypeVar
 
 from tensorfusion.domain.allocator.allocation_seal import seal_problem
@@ -46,6 +45,7 @@ from tensorfusion.domain.object_views import (
     namespace_of,
 )
 from tensorfusion.domain.pod_request import request_from_pod
+from tensorfusion.domain.timestamps import parse_rfc3339
 from tensorfusion.domain.vocabulary import IsolationPolicy
 
 __all__ = [
@@ -118,11 +118,9 @@ def bound_since(pod: Mapping[str, Any], default: float) -> float:
     ]
     stamps.append(creation_timestamp_of(pod))
     for stamp in stamps:
-        if isinstance(stamp, str):
-            try:
-                return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                continue
+        seconds = parse_rfc3339(stamp)
+        if seconds is not None:
+            return seconds
     return default
 
 

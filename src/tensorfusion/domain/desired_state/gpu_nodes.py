@@ -21,7 +21,7 @@ from typing import Any, Final, Literal
 
 from tensorfusion.domain.allocator.capacity_figures import CapacityTotals, NodeCapacity
 from tensorfusion.domain.annotations import KEYS
-from tensorfusion.domain.desired_state.objects import Exactly, parse_time
+from tensorfusion.domain.desired_state.objects import Exactly
 from tensorfusion.domain.model.node import GPUNodePhase
 from tensorfusion.domain.model.registry import to_wire
 from tensorfusion.domain.object_views import (
@@ -31,6 +31,7 @@ from tensorfusion.domain.object_views import (
     metadata_of,
     status_of,
 )
+from tensorfusion.domain.timestamps import parse_rfc3339
 from tensorfusion.domain.vocabulary import GPUPhase
 
 __all__ = [
@@ -72,7 +73,7 @@ def current_hypervisor_pod(pods: Iterable[Obj]) -> Obj | None:
     return max(
         live,
         key=lambda p: (
-            parse_time(metadata_of(p).get("creationTimestamp")) or 0.0,
+            parse_rfc3339(metadata_of(p).get("creationTimestamp")) or 0.0,
             str(metadata_of(p).get("name") or ""),
         ),
     )
@@ -83,7 +84,7 @@ def heartbeat_time(gpu_node: Obj) -> float | None:
     hypervisor = status_of(gpu_node).get("hypervisorStatus")
     if not isinstance(hypervisor, Mapping):
         return None
-    return parse_time(hypervisor.get("lastHeartbeatTime"))
+    return parse_rfc3339(hypervisor.get("lastHeartbeatTime"))
 
 
 def _pod_ready(pod: Obj | None) -> tuple[bool, str]:
@@ -121,7 +122,7 @@ def agent_readiness(
         return AgentReadiness(
             False, f"the node agent's last heartbeat is {int(age)}s old (limit 90s)", True
         )
-    created = parse_time(metadata_of(pod).get("creationTimestamp")) if pod is not None else None
+    created = parse_rfc3339(metadata_of(pod).get("creationTimestamp")) if pod is not None else None
     if created is not None and beat < created:
         return AgentReadiness(
             False, "no heartbeat since the node's current hypervisor pod was created"

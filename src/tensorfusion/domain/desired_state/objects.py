@@ -1,6 +1,7 @@
-"""Owner references to our objects, RFC 3339 times, and JSON merge patches.
+"""Owner references to our objects and JSON merge patches.
 
-Reads of objects live in `tensorfusion.domain.object_views`.
+Reads of objects live in `tensorfusion.domain.object_views`; RFC 3339 times are read by
+`tensorfusion.domain.timestamps.parse_rfc3339`.
 
 `merge_patch(current, desired)` is how every status write is built: only the fields a writer
 owns are named in `desired`, so fields written by others (the node agent's heartbeat, another
@@ -12,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Final
 
 from tensorfusion.domain.model.meta import API_VERSION
 from tensorfusion.domain.object_views import Obj, name_of, uid_of
 
-__all__ = ["Exactly", "merge_patch", "owner_reference", "parse_time"]
+__all__ = ["Exactly", "merge_patch", "owner_reference"]
 
 _EMPTY: Final[Mapping[str, Any]] = {}
 
@@ -33,19 +33,6 @@ def owner_reference(owner: Obj, kind: str) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-
-
-def parse_time(text: object) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time ("2026-01-02T03:04:05Z"); None if unreadable."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return moment.timestamp()
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ from tensorfusion.domain.annotations import (
     COMPONENT_WORKER,
     KEYS,
 )
-from tensorfusion.domain.desired_state.objects import parse_time
 from tensorfusion.domain.desired_state.rollout import (
     NOT_ENFORCED,
     WAITING,
@@ -30,6 +29,7 @@ from tensorfusion.domain.desired_state.rollout import (
 )
 from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.object_views import Obj, annotations_of, metadata_of, status_of
+from tensorfusion.domain.timestamps import parse_rfc3339
 
 __all__ = [
     "COMPONENTS",
@@ -110,7 +110,7 @@ def rollout_record(pool: Obj, component: str) -> RolloutRecord:
     """The batch in progress and the last completed batch's time from the pool's annotations."""
     annotations = annotations_of(pool)
     text = str(annotations.get(KEYS.update_in_progress(component)) or "")
-    last = parse_time(annotations.get(KEYS.batch_update_last_time(component)))
+    last = parse_rfc3339(annotations.get(KEYS.batch_update_last_time(component)))
     return RolloutRecord(
         in_progress=tuple(name for name in text.split(",") if name),
         last_batch_at=None if last is None else datetime.fromtimestamp(last, UTC),
