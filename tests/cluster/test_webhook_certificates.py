@@ -20,7 +20,7 @@ from lightkube.resources.admissionregistration_v1 import MutatingWebhookConfigur
 from lightkube.resources.core_v1 import Secret
 
 from tensorfusion.adapters.tls.webhook_certificates import issue
-from tensorfusion.admission.certificates import WebhookCertificates
+from tensorfusion.adapters.tls.webhook_secret import WebhookCertificates
 
 from .conftest import DeleteLater
 

@@ -17,11 +17,10 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
-import httpx
 import orjson
-from lightkube import AsyncClient
 
-from tensorfusion.adapters.kube.client import FIELD_MANAGER, raw_http
+from tensorfusion.adapters.http_client import HttpResponse
+from tensorfusion.adapters.kube.client import FIELD_MANAGER, KubeClient, raw_http
 from tensorfusion.admission.cluster_sources import owner_path
 from tensorfusion.admission.facts_gathering import (
     AdmissionSettings,
@@ -60,7 +59,7 @@ class ClusterAdmitter:
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: KubeClient,
         sources: AdmissionSources,
         settings: AdmissionSettings,
         workloads: ObjectCache | None = None,
@@ -176,7 +175,7 @@ class ClusterAdmitter:
 
     async def _send(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
-    ) -> httpx.Response:
+    ) -> HttpResponse:
         return await raw_http(self._client).request(
             method, path, params={"fieldManager": FIELD_MANAGER} if body is not None else None,
             content=orjson.dumps(body) if body is not None else None,
@@ -184,13 +183,13 @@ class ClusterAdmitter:
         )  # fmt: skip
 
 
-def _message(response: httpx.Response) -> str:
+def _message(response: HttpResponse) -> str:
     try:
         return str(orjson.loads(response.content).get("message") or response.text)
     except (orjson.JSONDecodeError, AttributeError):
         return response.text
 
 
-def _raise_for(response: httpx.Response) -> None:
+def _raise_for(response: HttpResponse) -> None:
     if response.status_code >= 300:
         raise RuntimeError(f"HTTP {response.status_code}: {_message(response)}")

@@ -18,12 +18,11 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-import aiohttp
 import orjson
-from lightkube import AsyncClient
 
-from tensorfusion.adapters.kube.client import raw_http
+from tensorfusion.adapters.kube.client import KubeClient, raw_http
 from tensorfusion.adapters.tls.peer_client import PeerClient
+from tensorfusion.adapters.tls.peer_http import PeerSession
 from tensorfusion.admission.facts_gathering import PodIndex
 from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
 from tensorfusion.domain.annotations import INDEX_MAX, INDEX_MIN
@@ -64,7 +63,7 @@ class ClusterAdmissionSources:
     def __init__(
         self,
         *,
-        client: AsyncClient,
+        client: KubeClient,
         pools: ObjectCache,
         profiles: ObjectCache,
         quotas: ObjectCache,
@@ -157,19 +156,20 @@ class ClusterAdmissionSources:
         if not address:
             raise RuntimeError("no leader known")
         params = {"podName": "admission", **({"preview": "true"} if preview else {})}
-        timeout = aiohttp.ClientTimeout(total=LEADER_INDEX_TIMEOUT_S)
         context = self._peer.ssl_context()
         headers = {"Authorization": self._peer.authorization()}
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.get(
-                f"https://{address}/api/assign-index", params=params, headers=headers,
-                ssl=context, server_hostname=self._peer.server_hostname,
-            ) as reply,
-        ):  # fmt: skip
-            text = await reply.text()
-            if reply.status != 200:
-                raise RuntimeError(f"HTTP {reply.status}: {text[:200]}")
+        session = PeerSession(LEADER_INDEX_TIMEOUT_S)
+        try:
+            reply = await session.request(
+                "GET", f"https://{address}/api/assign-index", params=params, headers=headers,
+                context=context, server_hostname=self._peer.server_hostname,
+                follow_redirects=True,
+            )  # fmt: skip
+        finally:
+            await session.close()
+        text = reply.body.decode("utf-8", "replace")
+        if reply.status != 200:
+            raise RuntimeError(f"HTTP {reply.status}: {text[:200]}")
         value = int(text.strip())
         if not INDEX_MIN <= value <= INDEX_MAX:
             raise RuntimeError(f"index {value} out of range")

@@ -14,7 +14,6 @@ import time
 from typing import Final, Protocol
 
 import orjson
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from tensorfusion.domain.admission.decision import AdmissionDecision
@@ -26,6 +25,7 @@ from tensorfusion.domain.admission.review import (
     review_answer,
     unavailable_answer,
 )
+from tensorfusion.runtime import web
 
 __all__ = [
     "MUTATE_PATH",

@@ -23,9 +23,9 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import orjson
-from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry, Counter
 
+from tensorfusion.adapters.kube.client import KubeClient
 from tensorfusion.adapters.kube.configmap import ConfigMapError, ConfigMapKey
 from tensorfusion.alerting.state_store import (
     MAX_STATE_BYTES,
@@ -93,7 +93,7 @@ class ConfigMapStateStore:
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: KubeClient,
         namespace: str,
         release_fullname: str,
         *,

@@ -28,10 +28,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from lightkube import AsyncClient
 from prometheus_client import Counter
 
 from tensorfusion.adapters.alertmanager.client import DeliveryMetrics
+from tensorfusion.adapters.kube.client import KubeClient
 from tensorfusion.adapters.tsdb.store import MetricsStore
 from tensorfusion.alerting.alertmanager_discovery import (
     ALERTMANAGER_PORT,
@@ -68,7 +68,7 @@ class AlertProcess(Protocol):
     """What the service reads of the controller process (`app.controller.ControllerProcess`)."""
 
     @property
-    def client(self) -> AsyncClient: ...
+    def client(self) -> KubeClient: ...
 
     @property
     def env(self) -> ControllerEnvironment: ...

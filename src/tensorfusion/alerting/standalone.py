@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -27,6 +26,7 @@ from tensorfusion.alerting.self_metrics import EvaluatorMetrics
 from tensorfusion.alerting.state_store import FileStateStore, MemoryStateStore, StateStore
 from tensorfusion.domain.alerting.alerts import DEFAULT_JOB
 from tensorfusion.domain.alerting.dynamic_config import DynamicConfig
+from tensorfusion.runtime import web
 
 __all__ = ["StandaloneEvaluator", "StandaloneOptions", "job_label"]
 

@@ -34,7 +34,7 @@ from tensorfusion.api_server.metrics_write import (
     MetricsSink,
     add_metrics_write_route,
 )
-from tensorfusion.api_server.serving import (
+from tensorfusion.runtime.http_server import (
     BindAddress,
     RunningServer,
     join_host_port,

@@ -16,9 +16,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
-
 from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.api_server.auth import require_controller_service_account
 from tensorfusion.api_server.backend import ApiBackend
@@ -31,6 +28,8 @@ from tensorfusion.domain.admission.dry_run import PreparationError, not_a_gpu_wo
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.snapshot import allocation_view, nodes_view, pools_view
 from tensorfusion.domain.simulate_schedule import UnknownNodesError, simulate_schedule
+from tensorfusion.runtime import web
+from tensorfusion.runtime.web import Handler, Middleware
 
 __all__ = [
     "ALERTS_PATH",

@@ -8,10 +8,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
-from aiohttp import web
-
 from tensorfusion.api_server.backend import ApiBackend, TokenReviewResult
 from tensorfusion.api_server.responses import ApiError
+from tensorfusion.runtime import web
 
 __all__ = [
     "authenticate",

@@ -17,13 +17,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-import aiohttp
-from aiohttp import web
-from yarl import URL
-
 from tensorfusion.adapters.tls.peer_client import PeerClient, PeerUnavailableError
+from tensorfusion.adapters.tls.peer_http import PeerSession
 from tensorfusion.api_server.responses import ApiError
-from tensorfusion.api_server.serving import join_host_port, parse_host_port
+from tensorfusion.runtime import web
+from tensorfusion.runtime.http_server import join_host_port, parse_host_port
 
 __all__ = ["CALLER_AUTHORIZATION_HEADER", "FORWARDED_HEADER", "LeaderForwarder"]
 
@@ -52,14 +50,11 @@ class LeaderForwarder:
     ) -> None:
         self._leader_address = leader_address
         self._peer = peer
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
+        self._session = PeerSession(timeout)
 
     async def close(self) -> None:
         """Close the client session (the API app's cleanup)."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._session.close()
 
     async def _target(self) -> str:
         try:
@@ -101,23 +96,17 @@ class LeaderForwarder:
         headers["Authorization"] = authorization
         if "Authorization" in request.headers:
             headers[CALLER_AUTHORIZATION_HEADER] = request.headers["Authorization"]
-        url = URL(f"https://{target}{request.raw_path}", encoded=True)
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
         try:
-            async with self._session.request(
+            answer = await self._session.request(
                 request.method,
-                url,
-                data=body or None,
-                headers=headers,
-                allow_redirects=False,
-                ssl=context,
+                f"https://{target}{request.raw_path}",
+                context=context,
                 server_hostname=self._peer.server_hostname,
-            ) as answer:
-                data = await answer.read()
-                kept = {n: answer.headers[n] for n in _RESPONSE_HEADERS if n in answer.headers}
-                status = answer.status
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                headers=headers,
+                body=body or None,
+                keep_headers=_RESPONSE_HEADERS,
+            )
+        except (TimeoutError, OSError) as exc:
             reason = str(exc) or type(exc).__name__
             _log.warning("forwarding %s %s to the leader at %s failed: %s",
                          request.method, request.path, target, reason)  # fmt: skip
@@ -125,4 +114,4 @@ class LeaderForwarder:
                 f"this replica is not the leader and forwarding to the leader at {target} "
                 f"failed: {reason}"
             ) from None
-        return web.Response(status=status, body=data, headers=kept)
+        return web.Response(status=answer.status, body=answer.body, headers=dict(answer.headers))

@@ -7,9 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from aiohttp import web
-
 from tensorfusion.api_server.backend import HealthBackend
+from tensorfusion.runtime import web
 
 __all__ = ["HEALTHZ_PATH", "READYZ_PATH", "create_health_app"]
 

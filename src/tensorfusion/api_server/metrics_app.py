@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
+
+from tensorfusion.runtime import web
 
 __all__ = ["METRICS_PATH", "create_metrics_app"]
 

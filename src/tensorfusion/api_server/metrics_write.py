@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from typing import Final, Protocol
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client import Counter as PromCounter
 
@@ -33,6 +32,7 @@ from tensorfusion.api_server.responses import ApiError, json_response
 from tensorfusion.domain.metrics.line_protocol import LineProtocolError
 from tensorfusion.domain.metrics.row_intake import Intake, take_in_body
 from tensorfusion.domain.metrics.rows import MetricRow
+from tensorfusion.runtime import web
 
 __all__ = [
     "MAX_EXTRA_TAGS_PER_TABLE",

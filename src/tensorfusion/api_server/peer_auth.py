@@ -19,14 +19,14 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
 from multidict import CIMultiDict
 
 from tensorfusion.api_server.auth import authenticate
 from tensorfusion.api_server.backend import ApiBackend
 from tensorfusion.api_server.forwarding import CALLER_AUTHORIZATION_HEADER, FORWARDED_HEADER
 from tensorfusion.api_server.responses import ApiError
+from tensorfusion.runtime import web
+from tensorfusion.runtime.web import Handler, Middleware
 
 __all__ = ["PEER_AUTHORIZATION_PREFIX", "peer_auth_middleware"]
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from aiohttp import web
-
 from tensorfusion.api_server.responses import ApiError
 from tensorfusion.domain.bounded_documents import (
     DocumentError,
@@ -21,6 +19,7 @@ from tensorfusion.domain.bounded_documents import (
     load_yaml_document,
 )
 from tensorfusion.domain.scheduling.native.pod_shape import pod_shape_problem
+from tensorfusion.runtime import web
 
 __all__ = ["MAX_POD_BODY", "POD_BODY_LIMITS", "parse_pod", "read_pod_body"]
 

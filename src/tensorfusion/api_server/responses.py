@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from aiohttp import web
+
+from tensorfusion.runtime import web
 
 __all__ = ["ApiError", "error_response", "json_response"]
 

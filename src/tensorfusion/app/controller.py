@@ -20,11 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from aiohttp import web
-from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry
 
-from tensorfusion.adapters.kube.client import KubeClientError, make_client
+from tensorfusion.adapters.kube.client import KubeClient, KubeClientError, make_client
 from tensorfusion.adapters.kube.custom_resources import missing_crd_message, missing_crds
 from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.adapters.package_data import default_scheduler_config
@@ -45,7 +43,6 @@ from tensorfusion.api_server.metrics_write import (
     add_metrics_write_route,
 )
 from tensorfusion.api_server.offload import BoundedOffload
-from tensorfusion.api_server.serving import RunningServer, join_host_port, serve
 from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.app.controller_informers import ControllerInformers
 from tensorfusion.app.controller_metrics import ControllerCollector, LoopLagProbe
@@ -72,6 +69,8 @@ from tensorfusion.domain.settings.controller_environment import (
 from tensorfusion.domain.settings.controller_flags import ControllerFlags, FlagError
 from tensorfusion.domain.settings.controller_settings import ControllerSettings
 from tensorfusion.extender.kube_scheduler import SchedulerStartError
+from tensorfusion.runtime import web
+from tensorfusion.runtime.http_server import RunningServer, join_host_port, serve
 from tensorfusion.runtime.leader_election import LEASE_NAME, LeaderElector
 from tensorfusion.runtime.supervision import Supervisor, TaskFailure
 
@@ -99,7 +98,7 @@ class ControllerProcess:
     """One replica: settings, client, caches, allocator state, election and tasks."""
 
     settings: ControllerSettings
-    client: AsyncClient
+    client: KubeClient
     informers: ControllerInformers
     state: AllocatorState
     supervisor: Supervisor = field(default_factory=Supervisor)
@@ -168,7 +167,7 @@ async def run_controller(
     environ: Mapping[str, str],
     *,
     leader_work: Sequence[tuple[str, LeaderWork]] = (),
-    client: AsyncClient | None = None,
+    client: KubeClient | None = None,
 ) -> int:
     """Run a replica until a signal, a lost Lease or a fatal error; returns the exit code."""
     try:

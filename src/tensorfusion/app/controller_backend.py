@@ -8,18 +8,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lightkube import AsyncClient
-from lightkube.models.authentication_v1 import TokenReviewSpec
-from lightkube.models.authorization_v1 import NonResourceAttributes, SubjectAccessReviewSpec
-from lightkube.resources.authentication_v1 import TokenReview
-from lightkube.resources.authorization_v1 import SubjectAccessReview
-
+from tensorfusion.adapters.kube.access_reviews import non_resource_allowed, token_review
+from tensorfusion.adapters.kube.client import KubeClient
 from tensorfusion.api_server.backend import (
     SimulationInputs,
     TokenReviewResult,
     service_account_username,
 )
-from tensorfusion.api_server.serving import join_host_port
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.native_state import NativeState
 from tensorfusion.domain.admission.dry_run import PodPreparer
@@ -31,6 +26,7 @@ from tensorfusion.domain.allocator.snapshot import allocator_copy
 from tensorfusion.domain.model import GPU, GPUPool, ModelError, load_as
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 from tensorfusion.domain.vocabulary import IsolationPolicy
+from tensorfusion.runtime.http_server import join_host_port
 from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.leader_election import LEASE_NAME, read_leader_ip
 
@@ -47,7 +43,7 @@ CACHE_ENTRIES: Final = 1024
 class ControllerBackend:
     """Reads of the controller's state for the `/api/*` handlers and `/readyz`."""
 
-    client: AsyncClient
+    client: KubeClient
     namespace: str
     service_account_name: str
     peer_port: int
@@ -155,8 +151,7 @@ class ControllerBackend:
         known = self._reviews.get(token)
         if known is not None and now - known[0] < TOKEN_CACHE_S:
             return known[1]
-        review = await self.client.create(TokenReview(spec=TokenReviewSpec(token=token)))
-        status = review.status
+        status = await token_review(self.client, token)
         user = status.user if status else None
         result = TokenReviewResult(
             authenticated=bool(status and status.authenticated),
@@ -178,13 +173,10 @@ class ControllerBackend:
         known = self._access.get(key)
         if known is not None and now - known[0] < ACCESS_CACHE_S:
             return known[1]
-        spec = SubjectAccessReviewSpec(
-            user=user.username, uid=user.uid, groups=list(user.groups),
-            extra={k: list(v) for k, v in user.extra.items()} or None,
-            nonResourceAttributes=NonResourceAttributes(path=path, verb=verb),
+        allowed = await non_resource_allowed(
+            self.client, username=user.username, uid=user.uid, groups=user.groups,
+            extra=user.extra, path=path, verb=verb,
         )  # fmt: skip
-        answer = await self.client.create(SubjectAccessReview(spec=spec))
-        allowed = bool(answer.status and answer.status.allowed)
         if len(self._access) > CACHE_ENTRIES:
             self._access.clear()
         self._access[key] = (now, allowed)

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lightkube import AsyncClient
-from lightkube.operators import not_equal
-from lightkube.resources.core_v1 import Namespace, Node, Pod
-
-from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.adapters.kube.client import KubeClient
 from tensorfusion.controller.allocator_state import AllocatorState, StateCaches
 from tensorfusion.controller.native_state import NativeState
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.runtime.informer import Informer
-from tensorfusion.runtime.informer_lightkube import LightkubeSource
+from tensorfusion.runtime.informer_lightkube import LightkubeSource, not_equal, resource_named
 from tensorfusion.runtime.supervision import Supervisor
 
 __all__ = ["ControllerInformers"]
@@ -38,34 +34,42 @@ class ControllerInformers:
     workloads: Informer
 
     @classmethod
-    def create(cls, client: AsyncClient, namespace: str) -> ControllerInformers:
+    def create(cls, client: KubeClient, namespace: str) -> ControllerInformers:
         """Informers over the API server (worker pods by their component label, node-agent
         pods in the controller's namespace)."""
 
         def custom(kind: str) -> Informer:
-            return Informer(LightkubeSource(client, resource_of(kind)), name=kind)
+            return Informer(LightkubeSource(client, resource_named(kind)), name=kind)
 
         return cls(
             gpus=custom("GPU"),
             gpu_nodes=custom("GPUNode"),
-            nodes=Informer(LightkubeSource(client, Node), name="Node"),
+            nodes=Informer(LightkubeSource(client, resource_named("Node")), name="Node"),
             pools=custom("GPUPool"),
             templates=custom("SchedulingConfigTemplate"),
             quotas=custom("GPUResourceQuota"),
             clusters=custom("TensorFusionCluster"),
             workers=Informer(
-                LightkubeSource(client, Pod, labels={KEYS.component: "worker"}), name="worker-pods"
+                LightkubeSource(client, resource_named("Pod"), labels={KEYS.component: "worker"}),
+                name="worker-pods",
             ),
             bound_pods=Informer(
-                LightkubeSource(client, Pod, fields={"spec.nodeName": not_equal("")}),
+                LightkubeSource(
+                    client, resource_named("Pod"), fields={"spec.nodeName": not_equal("")}
+                ),
                 name="bound-pods",
             ),
             profiles=custom("WorkloadProfile"),
-            namespaces=Informer(LightkubeSource(client, Namespace), name="Namespace"),
+            namespaces=Informer(
+                LightkubeSource(client, resource_named("Namespace")), name="Namespace"
+            ),
             workloads=custom("TensorFusionWorkload"),
             hypervisor_pods=Informer(
                 LightkubeSource(
-                    client, Pod, namespace=namespace, labels={KEYS.component: "hypervisor"}
+                    client,
+                    resource_named("Pod"),
+                    namespace=namespace,
+                    labels={KEYS.component: "hypervisor"},
                 ),
                 name="hypervisor-pods",
             ),

@@ -15,9 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lightkube import AsyncClient
-
 from tensorfusion import __version__
+from tensorfusion.adapters.kube.client import KubeClient
 from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.adapters.kube.object_client import LightkubeObjects
@@ -63,7 +62,7 @@ class ControllerReconcilers:
     def create(
         cls,
         *,
-        client: AsyncClient,
+        client: KubeClient,
         fence: Fence,
         state: AllocatorState,
         settings: ControllerSettings,

@@ -14,13 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry
 
-from tensorfusion.adapters.kube.client import make_client, server_version
+from tensorfusion.adapters.kube.client import KubeClient, make_client, server_version
 from tensorfusion.adapters.kube.events import EventRecorder, InvolvedObject
 from tensorfusion.adapters.kube.pod_binding import LightkubePodBinding
-from tensorfusion.api_server.serving import serve
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.native_state import NativeState
 from tensorfusion.domain.object_views import name_of, namespace_of, uid_of
@@ -37,6 +35,7 @@ from tensorfusion.extender.kube_scheduler import (
     plan_kube_scheduler,
 )
 from tensorfusion.extender.scheduling import Extender
+from tensorfusion.runtime.http_server import serve
 from tensorfusion.runtime.informer import ObjectCache
 
 __all__ = ["EVENT_COMPONENT", "PodEventRecorder", "SchedulingWork", "prepare_scheduling"]
@@ -90,7 +89,7 @@ async def prepare_scheduling(
     *,
     flags: ControllerFlags,
     env: ControllerEnvironment,
-    client: AsyncClient,
+    client: KubeClient,
     scheduler_config: Mapping[str, Any],
     settings: SchedulerSettings,
     state: AllocatorState,

@@ -14,13 +14,12 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from aiohttp import web
-from lightkube import AsyncClient
-
+from tensorfusion.adapters.kube.client import KubeClient
 from tensorfusion.adapters.tls.peer_client import PeerClient
-from tensorfusion.admission.certificates import WebhookCertificates
-from tensorfusion.api_server.serving import join_host_port, serve
+from tensorfusion.adapters.tls.webhook_secret import WebhookCertificates
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
+from tensorfusion.runtime import web
+from tensorfusion.runtime.http_server import join_host_port, serve
 
 __all__ = ["TlsSite", "peer_client", "peer_service_host", "release_certificates", "tls_address"]
 
@@ -38,7 +37,7 @@ def tls_address(env: ControllerEnvironment, port: int) -> str:
     return join_host_port(env.peer_host, port) if env.peer_host else f":{port}"
 
 
-def release_certificates(client: AsyncClient, env: ControllerEnvironment) -> WebhookCertificates:
+def release_certificates(client: KubeClient, env: ControllerEnvironment) -> WebhookCertificates:
     """The replica's certificate keeper (the caBundle kept only with the webhook enabled)."""
     configuration = f"{env.release_fullname}-mutating-webhook" if env.enable_webhooks else None
     return WebhookCertificates(

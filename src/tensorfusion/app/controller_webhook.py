@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
-from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry
 
+from tensorfusion.adapters.kube.client import KubeClient
 from tensorfusion.adapters.tls.peer_client import PeerClient
+from tensorfusion.adapters.tls.webhook_secret import WebhookCertificates
 from tensorfusion.admission.admitter import ClusterAdmitter
-from tensorfusion.admission.certificates import WebhookCertificates
 from tensorfusion.admission.cluster_sources import ClusterAdmissionSources
 from tensorfusion.admission.facts_gathering import AdmissionSettings
 from tensorfusion.admission.webhook_app import WebhookMetrics, create_webhook_app
@@ -49,7 +49,7 @@ class WebhookWork:
     def create(
         cls,
         *,
-        client: AsyncClient,
+        client: KubeClient,
         env: ControllerEnvironment,
         informers: ControllerInformers,
         backend: ControllerBackend,

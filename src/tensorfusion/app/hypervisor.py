@@ -21,18 +21,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from lightkube import AsyncClient
-from lightkube.resources.core_v1 import Pod
-
 from tensorfusion import __version__
 from tensorfusion.adapters.devices.gpu_catalogue import load_gpu_catalogue
 from tensorfusion.adapters.devices.nvml import NvmlProvider
 from tensorfusion.adapters.devices.simulated_file import SimulatedFileProvider
-from tensorfusion.adapters.kube.client import KubeClientError, make_client
+from tensorfusion.adapters.kube.client import KubeClient, KubeClientError, make_client
 from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.adapters.kube.object_client import LightkubeObjects
 from tensorfusion.adapters.kubelet.device_plugin import IndexDevicePlugins
-from tensorfusion.api_server.serving import join_host_port, serve
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceInfo, DeviceProvider, ProviderError
@@ -47,8 +43,9 @@ from tensorfusion.hypervisor.device_usage import DeviceUsageLoop
 from tensorfusion.hypervisor.object_sync import GPUObjectSync, ModelFacts, managed_gpus_of
 from tensorfusion.hypervisor.usage_metrics import usage_metrics
 from tensorfusion.hypervisor.worker_devices import WorkerDevices
+from tensorfusion.runtime.http_server import join_host_port, serve
 from tensorfusion.runtime.informer import Informer
-from tensorfusion.runtime.informer_lightkube import LightkubeSource
+from tensorfusion.runtime.informer_lightkube import LightkubeSource, resource_named
 from tensorfusion.runtime.supervision import Supervisor
 
 __all__ = ["EXIT_BAD_INPUT", "run_hypervisor"]
@@ -64,7 +61,7 @@ def _provider(env: HypervisorEnvironment) -> DeviceProvider:
 
 
 async def run_hypervisor(
-    argv: Sequence[str], environ: Mapping[str, str], *, client: AsyncClient | None = None
+    argv: Sequence[str], environ: Mapping[str, str], *, client: KubeClient | None = None
 ) -> int:
     """Run the agent until a signal; returns the exit code."""
     try:
@@ -98,8 +95,8 @@ async def run_hypervisor(
     )  # fmt: skip
     agent = NodeAgent(provider=provider, sync=sync, discovery_interval_s=discovery_s,
                       heartbeat_interval_s=env.heartbeat_interval_s, clock=time.time)  # fmt: skip
-    pods = Informer(LightkubeSource(client, Pod, fields={"spec.nodeName": env.node}),
-                    name="node-pods")  # fmt: skip
+    node_pods = LightkubeSource(client, resource_named("Pod"), fields={"spec.nodeName": env.node})
+    pods = Informer(node_pods, name="node-pods")
 
     def native_uuids() -> dict[str, str]:
         inventory = agent.inventory

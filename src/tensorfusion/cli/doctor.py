@@ -15,10 +15,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-import httpx
 import typer
 from rich.console import Console
 
+from tensorfusion.adapters.http_client import HTTP_ERRORS
 from tensorfusion.adapters.kube.client import KubeClientError, make_client, server_version
 from tensorfusion.doctor.live_checks import run_live_checks
 from tensorfusion.doctor.live_context import DEFAULT_NAMESPACE, DEFAULT_RELEASE
@@ -123,7 +123,7 @@ async def live_results(
     try:
         try:
             await server_version(client)
-        except httpx.HTTPError as error:
+        except HTTP_ERRORS as error:
             where = f"--kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration"
             raise UsageError(f"{where}: the API server cannot be reached: {error}") from None
         return await run_live_checks(

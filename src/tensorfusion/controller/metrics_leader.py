@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from lightkube import AsyncClient
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from tensorfusion.adapters.kube.client import KubeClient
 from tensorfusion.adapters.tsdb.store import MetricsStore, StoreError
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.metrics_recorder import ClusterRecorder, Counts, parse_seed, seed_query
@@ -67,7 +67,7 @@ class MetricsProcess(Protocol):
     """What the service reads of the controller process (`app.controller.ControllerProcess`)."""
 
     @property
-    def client(self) -> AsyncClient: ...
+    def client(self) -> KubeClient: ...
 
     @property
     def env(self) -> ControllerEnvironment: ...

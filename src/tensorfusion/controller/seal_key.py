@@ -16,11 +16,8 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-import httpx
-from lightkube import ApiError, AsyncClient
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Secret
-
+from tensorfusion.adapters.kube.client import KUBE_CALL_ERRORS, KubeClient, api_status_message
+from tensorfusion.adapters.kube.secret_reads import read_or_create_secret
 from tensorfusion.domain.allocator.allocation_seal import (
     MIN_KEY_BYTES,
     SealKeyError,
@@ -34,6 +31,7 @@ __all__ = ["SEAL_SECRET_SUFFIX", "load_seal_key", "seal_secret_name"]
 _log = logging.getLogger(__name__)
 SEAL_SECRET_SUFFIX: Final = "-allocation-seal"
 _RETRY: Final = Backoff(initial=1.0, maximum=30.0)
+_RETRIED: Final[tuple[type[Exception], ...]] = (*KUBE_CALL_ERRORS, SealKeyError, OSError)
 
 
 def seal_secret_name(release_fullname: str) -> str:
@@ -41,31 +39,19 @@ def seal_secret_name(release_fullname: str) -> str:
     return f"{release_fullname}{SEAL_SECRET_SUFFIX}"
 
 
-async def _read_or_create(client: AsyncClient, namespace: str, name: str) -> bytes:
-    try:
-        secret = await client.get(Secret, name, namespace=namespace)
-    except ApiError as error:
-        if error.status.code != 404:
-            raise
-    else:
-        return read_seal_key(secret.data)
-    made = Secret(
-        metadata=ObjectMeta(name=name, namespace=namespace,
-                            labels={"app.kubernetes.io/component": "controller"}),
-        type="Opaque", data=seal_key_data(secrets.token_bytes(MIN_KEY_BYTES)),
+async def _read_or_create(client: KubeClient, namespace: str, name: str) -> bytes:
+    data, created = await read_or_create_secret(
+        client, namespace=namespace, name=name,
+        labels={"app.kubernetes.io/component": "controller"},
+        data=lambda: seal_key_data(secrets.token_bytes(MIN_KEY_BYTES)),
     )  # fmt: skip
-    try:
-        created = await client.create(made)
-    except ApiError as error:
-        if error.status.code != 409:
-            raise
-        return read_seal_key((await client.get(Secret, name, namespace=namespace)).data)
-    _log.info("allocation seal key created in Secret %s/%s", namespace, name)
-    return read_seal_key(created.data)
+    if created:
+        _log.info("allocation seal key created in Secret %s/%s", namespace, name)
+    return read_seal_key(data)
 
 
 async def load_seal_key(
-    client: AsyncClient,
+    client: KubeClient,
     *,
     namespace: str,
     name: str,
@@ -76,10 +62,10 @@ async def load_seal_key(
     while True:
         try:
             return await _read_or_create(client, namespace, name)
-        except (ApiError, SealKeyError, OSError, httpx.HTTPError) as error:
+        except _RETRIED as error:
             failures += 1
             delay = _RETRY.delay(failures)
-            detail = error.status.message if isinstance(error, ApiError) else str(error)
+            detail = api_status_message(error) or str(error)
             _log.warning("allocation seal key from Secret %s/%s: %s; retrying in %.0f s",
                          namespace, name, detail, delay)  # fmt: skip
         await sleep(delay)

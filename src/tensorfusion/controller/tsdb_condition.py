@@ -20,14 +20,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol
 
-import httpx
-from lightkube import ApiError, AsyncClient
-from lightkube.types import PatchType
-
-from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.adapters.kube.client import (
+    KUBE_CALL_ERRORS,
+    KubeClient,
+    api_status_code,
+    api_status_message,
+)
+from tensorfusion.adapters.kube.custom_resources import merge_patch_status, resource_of
 from tensorfusion.adapters.tsdb.store import StoreError, StoreUnavailableError
 from tensorfusion.domain.object_views import generation_of, metadata_of, name_of
-from tensorfusion.domain.timestamps import format_rfc3339
 
 __all__ = [
     "CONDITION_TYPE",
@@ -121,7 +122,7 @@ class ClusterConditionWriter:
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: KubeClient,
         clusters: ClusterObjects,
         fence: Callable[[], float],
         *,
@@ -154,7 +155,7 @@ class ClusterConditionWriter:
             except _FencedError as error:
                 _log.info("%s not written: %s", self.condition_type, error)
                 break
-            except (ApiError, httpx.HTTPError, TimeoutError, OSError) as error:
+            except _WRITE_ERRORS as error:
                 self.failures += 1
                 _log.warning(
                     "%s on TensorFusionCluster %s not written: %s",
@@ -178,11 +179,9 @@ class ClusterConditionWriter:
                     return False
                 body = self._body(current_obj, current, condition)
                 try:
-                    await self._client.patch(
-                        self._resource.Status, name, body, patch_type=PatchType.MERGE
-                    )
-                except ApiError as error:
-                    if error.status.code == 409 and attempt < _ATTEMPTS:
+                    await merge_patch_status(self._client, self._resource, name, body)
+                except KUBE_CALL_ERRORS as error:
+                    if api_status_code(error) == 409 and attempt < _ATTEMPTS:
                         continue
                     raise
             self.patches += 1
@@ -204,7 +203,7 @@ class ClusterConditionWriter:
     ) -> dict[str, Any]:
         changed = current is None or current.get("status") != condition.status
         transition = (
-            format_rfc3339(self._now().timestamp())
+            self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
             if changed or current is None
             else current.get("lastTransitionTime")
         )
@@ -232,6 +231,10 @@ class ClusterConditionWriter:
         }
 
 
+_WRITE_ERRORS: Final[tuple[type[Exception], ...]] = (*KUBE_CALL_ERRORS, TimeoutError, OSError)
+"""What a cluster's condition write may fail with (logged and counted, never raised)."""
+
+
 class _FencedError(Exception):
     """The fence refused the write."""
 
@@ -243,6 +246,7 @@ def _as_dict(obj: Any) -> dict[str, Any]:
 
 
 def _describe(error: BaseException) -> str:
-    if isinstance(error, ApiError):
-        return f"{error.status.code}: {error.status.message}"
+    code = api_status_code(error)
+    if code is not None:
+        return f"{code}: {api_status_message(error)}"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -14,9 +14,7 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
-from lightkube import AsyncClient
-
-from tensorfusion.adapters.kube.client import raw_http
+from tensorfusion.adapters.kube.client import KubeClient, raw_http
 from tensorfusion.doctor.live_context import (
     CONTROLLER_LABEL,
     DEFAULT_NAMESPACE,
@@ -246,7 +244,7 @@ async def live_checks(ctx: LiveContext, *, send_test_alert: bool = False) -> lis
 
 
 async def run_live_checks(
-    client: AsyncClient,
+    client: KubeClient,
     *,
     namespace: str = DEFAULT_NAMESPACE,
     release: str = DEFAULT_RELEASE,

@@ -14,8 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-import httpx
-
+from tensorfusion.adapters.http_client import HTTP_ERRORS, HttpClient, HttpResponse, http_client
 from tensorfusion.domain.doctor.results import CheckResult, Status
 
 __all__ = [
@@ -98,7 +97,7 @@ class CheckOutcome(NamedTuple):
     fix: str = ""
 
 
-def response_message(response: httpx.Response) -> str:
+def response_message(response: HttpResponse) -> str:
     """The `message` of a Kubernetes Status or an `{"error": {...}}` body, else the text."""
     try:
         body = response.json()
@@ -113,7 +112,7 @@ def response_message(response: httpx.Response) -> str:
     return response.text.strip()[:300]
 
 
-def _is_status(response: httpx.Response) -> bool:
+def _is_status(response: HttpResponse) -> bool:
     """Whether the body is a Kubernetes `Status` (the API server answered, not the proxied)."""
     try:
         body = response.json()
@@ -126,13 +125,13 @@ def _is_status(response: httpx.Response) -> bool:
 class LiveContext:
     """The cluster as the live checks see it (see the module)."""
 
-    http: httpx.AsyncClient
+    http: HttpClient
     namespace: str = DEFAULT_NAMESPACE
     release: str = DEFAULT_RELEASE
     values: Mapping[str, Any] | None = None
     """The merged values when the user gave some: the webhook check compares with them."""
     clock: Callable[[], datetime.datetime] = utc_now
-    direct: httpx.AsyncClient | None = None
+    direct: HttpClient | None = None
     """For addresses outside the API server (Alertmanagers, `api_url`); one is made when None."""
     api_url: str = ""
     """The controller's API reached directly (`--api-url`, after `kubectl port-forward`); ""
@@ -223,7 +222,7 @@ class LiveContext:
 
     async def controller_api(
         self, method: str, path: str, content: bytes | None = None, content_type: str = ""
-    ) -> httpx.Response:
+    ) -> HttpResponse:
         """A call of the controller's API: to `api_url` when given, else through the Service
         proxy; the answer whatever its status (a refused connection to `api_url` raises
         `ApiCallError` with code 0)."""
@@ -231,10 +230,10 @@ class LiveContext:
             return await self.proxy(method, self.service_proxy(path), content, content_type)
         headers = {"Content-Type": content_type} if content_type else None
         url = self.api_url.rstrip("/") + path
-        direct = self.direct or httpx.AsyncClient(timeout=DIRECT_TIMEOUT_S)
+        direct = self.direct or http_client(DIRECT_TIMEOUT_S)
         try:
             return await direct.request(method, url, content=content, headers=headers)
-        except httpx.HTTPError as error:
+        except HTTP_ERRORS as error:
             raise ApiCallError(f"{method} {url}", 0, f"{type(error).__name__}: {error}") from None
         finally:
             if direct is not self.direct:
@@ -242,7 +241,7 @@ class LiveContext:
 
     async def proxy(
         self, method: str, path: str, content: bytes | None = None, content_type: str = ""
-    ) -> httpx.Response:
+    ) -> HttpResponse:
         """A call through one of the API server's proxies: the answer whatever its status,
         except the API server's own refusal (401, 403), which raises `ApiCallError`."""
         headers = {"Content-Type": content_type} if content_type else None
@@ -267,7 +266,7 @@ async def run_check(
             )
         else:
             outcome = CheckOutcome(Status.FAIL, f"API error: {error}")
-    except httpx.HTTPError as error:
+    except HTTP_ERRORS as error:
         outcome = CheckOutcome(
             Status.FAIL, f"API server unreachable: {type(error).__name__}: {error}"
         )

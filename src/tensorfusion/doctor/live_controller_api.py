@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-import httpx
 import orjson
 
+from tensorfusion.adapters.http_client import HTTP_ERRORS, HttpClient, HttpResponse, http_client
 from tensorfusion.doctor.live_context import (
     API_PORT,
     DIRECT_TIMEOUT_S,
@@ -172,7 +172,7 @@ async def _api_port(ctx: LiveContext) -> int:
     return API_PORT
 
 
-def _leader_body(response: httpx.Response) -> dict[str, Any] | None:
+def _leader_body(response: HttpResponse) -> dict[str, Any] | None:
     if response.status_code != 200:
         return None
     body = response.json()
@@ -263,7 +263,7 @@ async def _pods_by_ip(ctx: LiveContext) -> dict[str, str]:
 
 
 async def _post(
-    ctx: LiveContext, direct: httpx.AsyncClient, url: str, body: bytes, pods: Mapping[str, str]
+    ctx: LiveContext, direct: HttpClient, url: str, body: bytes, pods: Mapping[str, str]
 ) -> Delivery:
     parts = urlsplit(url)
     errors = []
@@ -285,7 +285,7 @@ async def _post(
         response = await direct.post(
             url, content=body, headers={"Content-Type": "application/json"}
         )
-    except httpx.HTTPError as error:
+    except HTTP_ERRORS as error:
         errors.append(f"direct: {type(error).__name__}: {error}")
     else:
         if response.status_code == 200:
@@ -320,7 +320,7 @@ async def check_test_alert(ctx: LiveContext) -> CheckOutcome:
         )
     body = orjson.dumps(test_alert(ctx.clock()))
     pods = await _pods_by_ip(ctx)
-    direct = ctx.direct or httpx.AsyncClient(timeout=DIRECT_TIMEOUT_S)
+    direct = ctx.direct or http_client(DIRECT_TIMEOUT_S)
     try:
         deliveries = [await _post(ctx, direct, url, body, pods) for url in urls]
     finally:

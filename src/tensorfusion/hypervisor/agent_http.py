@@ -10,10 +10,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 
-from aiohttp import web
-
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.hypervisor.agent import NodeAgent
+from tensorfusion.runtime import web
 
 __all__ = ["create_agent_app", "on_the_node"]
 

@@ -16,9 +16,8 @@ from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
 import orjson
-from lightkube import AsyncClient
 
-from tensorfusion.adapters.kube.client import raw_http
+from tensorfusion.adapters.kube.client import KubeClient, raw_http
 from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
 from tensorfusion.adapters.kube.object_client import KubeError, ObjectClient
 from tensorfusion.domain.devices.gpu_objects import (
@@ -69,7 +68,7 @@ ManagedGPUs = Callable[[str], Awaitable[dict[str, dict[str, Any]]]]
 """The GPU objects labelled `managed-by=<node>`, by name."""
 
 
-def managed_gpus_of(client: AsyncClient) -> ManagedGPUs:
+def managed_gpus_of(client: KubeClient) -> ManagedGPUs:
     """`ManagedGPUs` through the API server (one list by label)."""
 
     async def managed(node: str) -> dict[str, dict[str, Any]]:

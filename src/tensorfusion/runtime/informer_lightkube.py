@@ -18,14 +18,17 @@ lacks is dropped); a ``lazy=False`` client would drop unknown fields at every de
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 import httpx
 from lightkube import ALL_NS, ApiError, AsyncClient, NotReadyError
 from lightkube.core import resource as lightkube_resource
 from lightkube.core.client import FieldSelector, FieldValue, LabelSelector, LabelValue
 from lightkube.core.generic_client import ListAsyncIterable
+from lightkube.operators import not_equal
+from lightkube.resources.core_v1 import Namespace, Node, Pod
 
+from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.runtime.informer_source import (
     ApiAnswerError,
     Listing,
@@ -34,9 +37,17 @@ from tensorfusion.runtime.informer_source import (
     WatchType,
 )
 
-__all__ = ["LightkubeSource", "ResourceType"]
+__all__ = ["LightkubeSource", "ResourceType", "not_equal", "resource_named"]
 
 ResourceType = type[lightkube_resource.NamespacedResource] | type[lightkube_resource.GlobalResource]
+_CORE_KINDS: Final[Mapping[str, ResourceType]] = {"Namespace": Namespace, "Node": Node, "Pod": Pod}
+
+
+def resource_named(kind: str) -> ResourceType:
+    """The resource of a core kind the informers watch (Namespace, Node, Pod) or of one of our
+    `tensor-fusion.ai` kinds (KeyError names them for a typo)."""
+    return _CORE_KINDS.get(kind) or resource_of(kind)
+
 
 _GONE = 410
 

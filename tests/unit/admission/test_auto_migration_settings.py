@@ -11,8 +11,8 @@ import pytest
 from lightkube.models.admissionregistration_v1 import MutatingWebhook, WebhookClientConfig
 from lightkube.models.meta_v1 import LabelSelector
 
+from tensorfusion.adapters.tls.webhook_secret import WebhookCertificates
 from tensorfusion.admission.admitter import ClusterAdmitter
-from tensorfusion.admission.certificates import WebhookCertificates
 from tensorfusion.admission.facts_gathering import AdmissionSettings
 from tensorfusion.admission.webhook_app import WebhookMetrics
 from tensorfusion.app.controller_webhook import WebhookWork

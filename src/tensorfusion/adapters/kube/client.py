@@ -3,19 +3,48 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final, TypeAlias
 
 import httpx
-from lightkube import AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.core.exceptions import ConfigError
 
-__all__ = ["FIELD_MANAGER", "KubeClientError", "make_client", "raw_http", "server_version"]
+__all__ = [
+    "FIELD_MANAGER",
+    "KUBE_CALL_ERRORS",
+    "KubeClient",
+    "KubeClientError",
+    "api_status_code",
+    "api_status_message",
+    "make_client",
+    "raw_http",
+    "server_version",
+]
 
 FIELD_MANAGER = "tensor-fusion"
 DEFAULT_TIMEOUT_S = 30.0
 
 
+KubeClient: TypeAlias = AsyncClient
+"""The Kubernetes API client (lightkube's), as the code outside adapters and runtime names it."""
+
+KUBE_CALL_ERRORS: Final[tuple[type[Exception], ...]] = (ApiError, httpx.HTTPError)
+"""What a call through a `KubeClient` raises: the API server's refusal (a Status; see
+`api_status_code`) or a failure to reach it."""
+
+
 class KubeClientError(RuntimeError):
     """No usable cluster configuration: names where it looked and what to pass."""
+
+
+def api_status_code(error: BaseException) -> int | None:
+    """The code of the API server's refusal (404, 409, ...); None for any other error."""
+    return error.status.code if isinstance(error, ApiError) else None
+
+
+def api_status_message(error: BaseException) -> str | None:
+    """The message of the API server's refusal; None for any other error."""
+    return error.status.message if isinstance(error, ApiError) else None
 
 
 def make_client(kubeconfig: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> AsyncClient:

@@ -4,7 +4,7 @@ the check that their CRDs are installed before a process starts."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
@@ -15,10 +15,19 @@ from lightkube.generic_resource import (
     create_namespaced_resource,
 )
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.types import PatchType
 
 from tensorfusion.domain.model import API_GROUP, KINDS, KindInfo
 
-__all__ = ["RESOURCES", "MissingCRDError", "missing_crd_message", "missing_crds", "resource_of"]
+__all__ = [
+    "RESOURCES",
+    "CustomResource",
+    "MissingCRDError",
+    "merge_patch_status",
+    "missing_crd_message",
+    "missing_crds",
+    "resource_of",
+]
 
 _VERSION: Final = "v1"
 CustomResource = type[GenericNamespacedResource] | type[GenericGlobalResource]
@@ -42,6 +51,13 @@ def resource_of(kind: str) -> CustomResource:
         raise KeyError(
             f"{kind!r} is not a tensor-fusion.ai kind ({', '.join(RESOURCES)})"
         ) from None
+
+
+async def merge_patch_status(
+    client: AsyncClient, resource: CustomResource, name: str, body: Mapping[str, Any]
+) -> None:
+    """A JSON merge patch of the status of the cluster-scoped object `name`."""
+    await client.patch(resource.Status, name, dict(body), patch_type=PatchType.MERGE)
 
 
 class MissingCRDError(RuntimeError):
