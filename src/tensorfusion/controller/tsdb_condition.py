@@ -29,6 +29,7 @@ from tensorfusion.adapters.kube.client import (
 from tensorfusion.adapters.kube.custom_resources import merge_patch_status, resource_of
 from tensorfusion.adapters.tsdb.store import StoreError, StoreUnavailableError
 from tensorfusion.domain.object_views import generation_of, metadata_of, name_of
+from tensorfusion.domain.timestamps import format_rfc3339
 
 __all__ = [
     "CONDITION_TYPE",
@@ -203,7 +204,7 @@ class ClusterConditionWriter:
     ) -> dict[str, Any]:
         changed = current is None or current.get("status") != condition.status
         transition = (
-            self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
+            format_rfc3339(self._now().timestamp())
             if changed or current is None
             else current.get("lastTransitionTime")
         )

@@ -12,9 +12,9 @@ from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.filter_chain import evaluate_node
 from tensorfusion.domain.allocator.quota import (
     NamespaceQuota,
+    QuotaAmounts,
     QuotaCaps,
     QuotaSpec,
-    QuotaUsage,
     charge_for,
     check_single,
     check_total,
@@ -227,7 +227,7 @@ def test_other_namespaces_are_not_charged() -> None:
     allocator = allocator_with(gpu("g", NODE))
     allocator.set_quota(QuotaSpec(NS, "q", max_workers=1))
     allocate(allocator, request("elsewhere", ("1", "1Gi"), namespace="default"), ["g"])
-    assert allocator.quotas[NS].committed == QuotaUsage()
+    assert allocator.quotas[NS].committed == QuotaAmounts()
     assert quota_rejection(allocator, ml_request("p", ("1", "1Gi"))) is None
 
 
@@ -240,14 +240,14 @@ def test_usage_moves_from_assumed_to_committed_and_back_to_zero() -> None:
     req = ml_request("p", ("100", "10Gi"), limit=("150", "20Gi"), count=2)
     allocator.assume(req, NODE, ["g1", "g2"], now=0)
     quota = allocator.quotas[NS]
-    expected = QuotaUsage(tflops("200"), vram("20Gi"), tflops("300"), vram("40Gi"), 1)
+    expected = QuotaAmounts(tflops("200"), vram("20Gi"), tflops("300"), vram("40Gi"), 1)
     assert quota.assumed == expected
-    assert quota.committed == QuotaUsage()
+    assert quota.committed == QuotaAmounts()
     allocator.commit("p", now=1)
-    assert quota.assumed == QuotaUsage()
+    assert quota.assumed == QuotaAmounts()
     assert quota.committed == expected
     allocator.release("p")
-    assert quota.committed == QuotaUsage()
+    assert quota.committed == QuotaAmounts()
 
 
 def test_percent_requests_are_converted_per_gpu_and_counted() -> None:
@@ -262,7 +262,7 @@ def test_percent_requests_are_converted_per_gpu_and_counted() -> None:
     # the quota is now full: even 1 TFLOPs more is rejected at QuotaCheck
     assert quota_rejection(allocator, ml_request("q", ("1", "1Gi"))) is not None
     allocator.release("p")
-    assert allocator.quotas[NS].committed == QuotaUsage()
+    assert allocator.quotas[NS].committed == QuotaAmounts()
 
 
 def test_percent_limits_are_converted_per_gpu() -> None:
@@ -293,7 +293,7 @@ def test_shared_pods_are_charged_declared_values_and_one_worker() -> None:
     allocator = allocator_with(gpu("g", NODE))
     allocator.set_quota(QuotaSpec(NS, "q"))
     allocate(allocator, ml_request("s", isolation=IsolationMode.SHARED), ["g"])
-    assert allocator.quotas[NS].committed == QuotaUsage(workers=1)
+    assert allocator.quotas[NS].committed == QuotaAmounts(workers=1)
 
 
 def test_installing_a_quota_counts_existing_allocations() -> None:
@@ -302,8 +302,8 @@ def test_installing_a_quota_counts_existing_allocations() -> None:
     allocator.assume(ml_request("b", ("20", "2Gi")), NODE, ["g"], now=0)
     allocator.set_quota(QuotaSpec(NS, "q"))
     quota = allocator.quotas[NS]
-    assert quota.committed == QuotaUsage(tflops("10"), vram("1Gi"), 0, 0, 1)
-    assert quota.assumed == QuotaUsage(tflops("20"), vram("2Gi"), 0, 0, 1)
+    assert quota.committed == QuotaAmounts(tflops("10"), vram("1Gi"), 0, 0, 1)
+    assert quota.assumed == QuotaAmounts(tflops("20"), vram("2Gi"), 0, 0, 1)
     # replacing the spec keeps the usage
     allocator.set_quota(QuotaSpec(NS, "q2", max_workers=2))
     assert allocator.quotas[NS].committed.workers == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensorfusion.domain.allocator.mapping import quota_spec
-from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaUsage
+from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaAmounts
 from tensorfusion.domain.allocator.quota_status import (
     available_percent,
     choose_effective,
@@ -54,7 +54,7 @@ def test_an_enforced_quota_reports_usage_percents_and_the_alert_threshold() -> N
     assert reading.enforceable
     assert reading.quota is not None
     enforced = NamespaceQuota(quota_spec(reading.quota))
-    enforced.committed.add(QuotaUsage(tflops("600"), vram("10Gi"), 0, 0, 2))
+    enforced.committed.add(QuotaAmounts(tflops("600"), vram("10Gi"), 0, 0, 2))
     status = quota_status(reading, enforced, NOW)
     percents = status.available_percent
     assert percents is not None
@@ -74,7 +74,7 @@ def test_an_enforced_quota_reports_usage_percents_and_the_alert_threshold() -> N
     # An unchanged status keeps its transition time.
     later = quota_status(reading, enforced, "2026-12-02T00:00:00Z", previous=status.conditions)
     assert _conditions(later)["AlertThresholdReached"].last_transition_time == NOW
-    enforced.committed.add(QuotaUsage(tflops("600"), 0, 0, 0, 0), -1)
+    enforced.committed.add(QuotaAmounts(tflops("600"), 0, 0, 0, 0), -1)
     calm = quota_status(reading, enforced, "2026-12-03T00:00:00Z", previous=later.conditions)
     assert _conditions(calm)["AlertThresholdReached"].status == "False"
     assert _conditions(calm)["AlertThresholdReached"].last_transition_time == (

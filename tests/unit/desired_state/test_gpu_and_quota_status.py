@@ -7,7 +7,7 @@ from typing import Any
 
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.mapping import quota_spec
-from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaUsage
+from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaAmounts
 from tensorfusion.domain.allocator.quota_status import read_quota
 from tensorfusion.domain.desired_state.gpus import gpu_owned_status
 from tensorfusion.domain.desired_state.objects import Exactly, merge_patch
@@ -82,7 +82,7 @@ def enforced(obj: dict[str, Any], used_tflops: str) -> dict[str, NamespaceQuota]
     reading = read_quota(obj)
     assert reading.quota is not None
     namespace_quota = NamespaceQuota(quota_spec(reading.quota))
-    namespace_quota.committed.add(QuotaUsage(tflops(used_tflops), vram("1Gi"), 0, 0, 1))
+    namespace_quota.committed.add(QuotaAmounts(tflops(used_tflops), vram("1Gi"), 0, 0, 1))
     return {"ml": namespace_quota}
 
 

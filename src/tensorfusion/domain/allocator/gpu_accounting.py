@@ -13,8 +13,8 @@ from tensorfusion.domain.allocator.gpu_state import (
     LOCKABLE_MODES,
     WHOLE_CARD_MODES,
     GPUState,
-    RunningApp,
     RunningPod,
+    RunningWorkload,
 )
 from tensorfusion.domain.allocator.oversubscription import effective_limit, shared_effective_limit
 from tensorfusion.domain.allocator.quota import charge_for
@@ -69,7 +69,7 @@ def update_running_apps(gpu: GPUState, request: AllocationRequest, sign: int) ->
     if sign > 0:
         app = gpu.running_apps.get(key)
         if app is None:
-            app = gpu.running_apps[key] = RunningApp(request.workload, request.namespace)
+            app = gpu.running_apps[key] = RunningWorkload(request.workload, request.namespace)
         app.pods[request.pod_uid] = RunningPod(request)
         return
     app = gpu.running_apps.get(key)

@@ -15,8 +15,8 @@ __all__ = [
     "WHOLE_CARD_MODES",
     "GPUCapabilities",
     "GPUState",
-    "RunningApp",
     "RunningPod",
+    "RunningWorkload",
     "room_failure",
 ]
 
@@ -66,7 +66,7 @@ class RunningPod:
 
 
 @dataclass(slots=True)
-class RunningApp:
+class RunningWorkload:
     """One workload's entry in a GPU's `runningApps`, keyed by (workload, namespace)."""
 
     name: str
@@ -118,7 +118,7 @@ class GPUState:
     active_isolation_mode: str = ""
     dynamic_isolation_conflict: bool = False
     partitions: dict[str, str] = field(default_factory=dict)
-    running_apps: dict[tuple[str, str], RunningApp] = field(default_factory=dict)
+    running_apps: dict[tuple[str, str], RunningWorkload] = field(default_factory=dict)
     holders: dict[str, IsolationMode] = field(default_factory=dict)
     whole_holders: int = 0
 

@@ -8,7 +8,7 @@ from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAm
 from tensorfusion.domain.model.quota import QuotaTotal
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
-__all__ = ["QuotaCaps", "QuotaSpec", "QuotaUsage", "quota_message"]
+__all__ = ["QuotaAmounts", "QuotaCaps", "QuotaSpec", "quota_message"]
 
 _TOTAL_FIELDS = QuotaTotal.model_fields
 DEFAULT_MAX_WORKERS: int = _TOTAL_FIELDS["max_workers"].default
@@ -49,7 +49,7 @@ class QuotaSpec:
 
 
 @dataclass(slots=True)
-class QuotaUsage:
+class QuotaAmounts:
     """Summed requests, limits and workers of a namespace's allocations."""
 
     request_tflops: int = 0
@@ -58,7 +58,7 @@ class QuotaUsage:
     limit_vram: int = 0
     workers: int = 0
 
-    def add(self, other: QuotaUsage, sign: int = 1) -> None:
+    def add(self, other: QuotaAmounts, sign: int = 1) -> None:
         """Add (or with sign −1 subtract) another usage."""
         self.request_tflops += sign * other.request_tflops
         self.request_vram += sign * other.request_vram
@@ -80,8 +80,8 @@ class NamespaceQuota:
     """A namespace's quota with its committed and assumed usage."""
 
     spec: QuotaSpec
-    committed: QuotaUsage = field(default_factory=QuotaUsage)
-    assumed: QuotaUsage = field(default_factory=QuotaUsage)
+    committed: QuotaAmounts = field(default_factory=QuotaAmounts)
+    assumed: QuotaAmounts = field(default_factory=QuotaAmounts)
 
 
 def quota_message(namespace: str, resource: str, requested: str, cap: str) -> str:
@@ -122,7 +122,7 @@ def check_single(
 
 
 def check_total(
-    quota: NamespaceQuota, charge: QuotaUsage, growing_only: bool = False
+    quota: NamespaceQuota, charge: QuotaAmounts, growing_only: bool = False
 ) -> str | None:
     """Namespace-wide caps: committed + assumed + this charge; None when they hold.
 
@@ -131,7 +131,7 @@ def check_total(
     """
     spec = quota.spec
     ns = spec.namespace
-    used = QuotaUsage()
+    used = QuotaAmounts()
     used.add(quota.committed)
     used.add(quota.assumed)
     checks = (
@@ -158,13 +158,13 @@ def check_total(
     return None
 
 
-def charge_for(request: AllocationRequest, capacities: list[int]) -> QuotaUsage:
+def charge_for(request: AllocationRequest, capacities: list[int]) -> QuotaAmounts:
     """What an allocation charges: value × count (percent converted per GPU) and one worker.
 
     `capacities` are the TFLOPs capacities (milli) of the GPUs it takes (or, for a check
     before GPUs are chosen, `count` copies of the capacity to convert with).
     """
-    return QuotaUsage(
+    return QuotaAmounts(
         request_tflops=sum(request.request.tflops_on(c) for c in capacities),
         request_vram=request.request.vram_bytes * request.count,
         limit_tflops=sum(request.limit.tflops_on(c) for c in capacities),

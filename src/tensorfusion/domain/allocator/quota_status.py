@@ -13,7 +13,7 @@ from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Final
 
 from tensorfusion.domain.allocator.mapping import quota_caps
-from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaUsage
+from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaAmounts
 from tensorfusion.domain.model.errors import ModelError
 from tensorfusion.domain.model.meta import Condition
 from tensorfusion.domain.model.quota import (
@@ -21,8 +21,8 @@ from tensorfusion.domain.model.quota import (
     GPUResourceQuotaSpec,
     GPUResourceQuotaStatus,
     QuotaAvailablePercent,
+    QuotaUsage,
 )
-from tensorfusion.domain.model.quota import QuotaUsage as QuotaUsageModel
 from tensorfusion.domain.model.registry import load_as
 from tensorfusion.domain.model.resources import Resource
 from tensorfusion.domain.object_views import creation_timestamp_of, name_of, namespace_of
@@ -173,14 +173,14 @@ def available_percent(cap: int, used: int, zero_is_unlimited: bool = True) -> st
     return str(max(value, Decimal("0.00")))
 
 
-def _usage_json(usage: QuotaUsage) -> QuotaUsageModel:
+def _usage_json(usage: QuotaAmounts) -> QuotaUsage:
     def resource(tflops: int, vram: int) -> Resource:
         return Resource.model_validate(
             {"tflops": format_milli(tflops) if tflops else None,
              "vram": format_bytes(vram) if vram else None}
         )  # fmt: skip
 
-    return QuotaUsageModel(
+    return QuotaUsage(
         requests=resource(usage.request_tflops, usage.request_vram),
         limits=resource(usage.limit_tflops, usage.limit_vram),
         workers=usage.workers,
@@ -199,7 +199,7 @@ def quota_status(
     `quota` is the allocator's enforced quota of the namespace (None when this one is not
     enforced); `superseded_by` names the quota that wins the namespace instead.
     """
-    usage = quota.committed if quota is not None else QuotaUsage()
+    usage = quota.committed if quota is not None else QuotaAmounts()
     conditions: list[Condition] = []
     percents = QuotaAvailablePercent()
     alert: Condition | None = None

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.gpu_state import GPUState
-from tensorfusion.domain.allocator.quota import QuotaUsage
+from tensorfusion.domain.allocator.quota import QuotaAmounts
 
 __all__ = [
     "RECOVERY_INCONSISTENT_REASON",
@@ -36,7 +36,7 @@ class AllocationRecord:
     since: float
     expires_at: float | None
     charged: tuple[tuple[int, int], ...]
-    quota: QuotaUsage
+    quota: QuotaAmounts
     effective_limit: tuple[int, int]
     pending: bool = True
 

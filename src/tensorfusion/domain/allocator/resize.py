@@ -16,7 +16,7 @@ from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.gpu_accounting import make_record
 from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES
 from tensorfusion.domain.allocator.oversubscription import limits_over_virtual, virtual_capacity
-from tensorfusion.domain.allocator.quota import QuotaSpec, QuotaUsage, check_single, check_total
+from tensorfusion.domain.allocator.quota import QuotaAmounts, QuotaSpec, check_single, check_total
 from tensorfusion.domain.allocator.records import AllocationRecord
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
@@ -29,7 +29,7 @@ class ResizeOutcome:
 
     allowed: bool
     message: str | None = None
-    quota_delta: QuotaUsage = dataclasses.field(default_factory=QuotaUsage)
+    quota_delta: QuotaAmounts = dataclasses.field(default_factory=QuotaAmounts)
     record: AllocationRecord | None = None
     applied: bool = False
 
@@ -77,7 +77,7 @@ def resize_allocation(
                 f"{who}: GPU {gpu.name}: available vram {format_bytes(free_vram)} < "
                 f"additional request {format_bytes(extra_vram)}",
             )
-    delta = QuotaUsage()
+    delta = QuotaAmounts()
     delta.add(fresh.quota)
     delta.add(record.quota, -1)
     quota = allocator.quotas.get(old.namespace)

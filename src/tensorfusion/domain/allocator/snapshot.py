@@ -21,7 +21,7 @@ from tensorfusion.domain.allocator.capacity_figures import (
     node_capacity,
     pool_capacities,
 )
-from tensorfusion.domain.allocator.gpu_state import GPUState, RunningApp
+from tensorfusion.domain.allocator.gpu_state import GPUState, RunningWorkload
 from tensorfusion.domain.allocator.progressive_migration import wants_progressive_taint
 from tensorfusion.domain.allocator.quota import NamespaceQuota
 from tensorfusion.domain.allocator.records import AllocationRecord, NodeState
@@ -284,7 +284,7 @@ def _copy_gpu(gpu: GPUState) -> GPUState:
         gpu,
         partitions=dict(gpu.partitions),
         running_apps={
-            key: RunningApp(app.name, app.namespace, dict(app.pods))
+            key: RunningWorkload(app.name, app.namespace, dict(app.pods))
             for key, app in gpu.running_apps.items()
         },
         holders=dict(gpu.holders),
