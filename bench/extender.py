@@ -60,7 +60,6 @@ from tensorfusion.domain.annotations import KEYS, encode_index
 from tensorfusion.domain.scheduling.extender_protocol import ExtenderArgs, ExtenderBindingArgs
 from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
-from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import (
     read_scheduler_settings,
     scheduler_name,
@@ -146,8 +145,7 @@ async def one_cycle(nodes: int, pods: int, seed: int) -> dict[str, list[float]]:
     memory = MemoryPods()
     extender = Extender(
         allocator=lambda: cluster.allocator, native=native, pods=memory, cache=NoCache(),
-        events=NoEvents(), fence=lambda: 10.0, args=gpu_scheduling_args(settings),
-        weights=settings.score_weights,
+        events=NoEvents(), fence=lambda: 10.0, profile=settings.profile,
     )  # fmt: skip
     names = sorted(native.facts)
     pool = next(iter(cluster.allocator.pools))

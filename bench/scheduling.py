@@ -16,15 +16,16 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from tensorfusion.domain.scheduling.scheduler_config import GPUResourcesFitArgs, SchedulingProfile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmark_doc import write_section
 from tensorfusion.adapters.package_data import default_scheduler_config
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide_indexed, explain
 from tensorfusion.domain.scheduling.native import NativePlugins, PodRequirements
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
@@ -84,7 +85,9 @@ class Harness:
     def __init__(self, nodes: int, seed: int, mode: str = "NodeCompactGPULowLoad") -> None:
         settings = read_scheduler_settings(default_scheduler_config())
         fit = settings.gpu_resources_fit
-        self.args = GPUSchedulingArgs(max_worker_per_node=fit.max_worker_per_node)
+        self.args = SchedulingProfile(
+            GPUResourcesFitArgs(max_worker_per_node=fit.max_worker_per_node)
+        )
         self.weights = ScoreWeights(
             settings.score_weights.node_resources_fit, settings.score_weights.gpu_resources_fit
         )
@@ -92,7 +95,7 @@ class Harness:
         self.native = NativeCluster.from_nodes(
             NativePlugins(settings.node_resources_fit), self.cluster.node_objects
         )
-        self.index = NodeScoreIndex(self.cluster.allocator, self.args.weights)
+        self.index = NodeScoreIndex(self.cluster.allocator, self.args.gpu_fit.weights)
         self.rng = random.Random(seed)
         self.shapes = [s for s in MIX for _ in range(s.weight)]
         self.requirements = {
@@ -138,8 +141,13 @@ class Harness:
         self.native.add_requirements(uid, self.requirements[shape])
         allocator = self.cluster.allocator
         started = time.perf_counter()
-        decision = decide_indexed(self.index, request, self.native.view(uid), self.args,
-                                  self.weights, reasons=False)  # fmt: skip
+        decision = decide_indexed(
+            self.index,
+            request,
+            self.native.view(uid),
+            profile=replace(self.args, weights=self.weights),
+            reasons=False,
+        )
         if decision.node is not None:
             allocator.assume(request, decision.node, decision.gpus, 0.0)
             allocator.commit(uid, 0.0)
@@ -227,8 +235,13 @@ def run_explanations(nodes: int, runs: int) -> dict[str, float]:
     timings = []
     for _ in range(runs):
         started = time.perf_counter()
-        body = explain(harness.cluster.allocator, request, view, names, harness.args,
-                       harness.weights)  # fmt: skip
+        body = explain(
+            harness.cluster.allocator,
+            request,
+            view,
+            names,
+            profile=replace(harness.args, weights=harness.weights),
+        )
         timings.append(time.perf_counter() - started)
     assert len(body["nodes"]) == nodes
     timings.sort()

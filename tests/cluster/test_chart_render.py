@@ -15,8 +15,10 @@ import pytest
 import yaml
 
 from tensorfusion.domain.alerting.dynamic_config import parse_dynamic_config
-from tensorfusion.domain.scheduling.scheduler_config import (
+from tensorfusion.domain.scheduling.kube_scheduler_config import (
     derive_kube_scheduler_config,
+)
+from tensorfusion.domain.scheduling.scheduler_config import (
     read_scheduler_settings,
 )
 

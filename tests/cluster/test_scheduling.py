@@ -24,8 +24,10 @@ from lightkube import AsyncClient
 
 from tensorfusion.devenv.replica_pods import STAND_IN_LABEL
 from tensorfusion.domain.annotations import KEYS, encode_index
-from tensorfusion.domain.scheduling.scheduler_config import (
+from tensorfusion.domain.scheduling.kube_scheduler_config import (
     derive_kube_scheduler_config,
+)
+from tensorfusion.domain.scheduling.scheduler_config import (
     scheduler_name,
 )
 

@@ -122,9 +122,9 @@ async def test_a_large_body_is_parsed_and_every_pod_simulated_off_the_event_loop
         threads.append(("parse", threading.current_thread().name))
         return parse(*args)
 
-    def simulate_recorded(*args: Any) -> Any:
+    def simulate_recorded(*args: Any, **options: Any) -> Any:
         threads.append(("simulate", threading.current_thread().name))
-        return simulate(*args)
+        return simulate(*args, **options)
 
     monkeypatch.setattr(api_app, "parse_pod", parse_recorded)
     monkeypatch.setattr(api_app, "simulate_schedule", simulate_recorded)

@@ -11,7 +11,6 @@ from tensorfusion.app.controller_backend import ControllerBackend
 from tensorfusion.domain.allocator.snapshot import allocator_copy
 from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
-from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 from tensorfusion.domain.simulate_schedule import simulate_schedule
 
 from ..unit.api_server.fakes import spec_inputs
@@ -56,11 +55,20 @@ def test_the_copy_answers_as_the_original() -> None:
     inputs, _ = spec_inputs()
     live = inputs.native
     copy = live.copy()
-    weights = ScoreWeights(inputs.weights.node_resources_fit, inputs.weights.gpu_resources_fit)
-    on_live = simulate_schedule(guide_pod(), inputs.preparer(), live,
-                                allocator_copy(inputs.allocator), inputs.args, weights)  # fmt: skip
-    on_copy = simulate_schedule(guide_pod(), inputs.preparer(), copy,
-                                allocator_copy(inputs.allocator), inputs.args, weights)  # fmt: skip
+    on_live = simulate_schedule(
+        guide_pod(),
+        inputs.preparer(),
+        live,
+        allocator_copy(inputs.allocator),
+        profile=inputs.profile,
+    )
+    on_copy = simulate_schedule(
+        guide_pod(),
+        inputs.preparer(),
+        copy,
+        allocator_copy(inputs.allocator),
+        profile=inputs.profile,
+    )
     assert on_copy == on_live
 
 
@@ -81,7 +89,7 @@ def test_the_controller_hands_out_copies_and_types_the_cache_objects_later() -> 
                    "status": {"phase": "Running"}}])  # fmt: skip
     backend = ControllerBackend(
         client=cast(Any, None), namespace="ns", service_account_name="sa", peer_port=9444,
-        isolation=virtual.allocator.isolation_policy, args=inputs.args, weights=inputs.weights,
+        isolation=virtual.allocator.isolation_policy, profile=inputs.profile,
         state=cast(Any, SimpleNamespace(allocator=virtual.allocator)),
         native=cast(Any, SimpleNamespace(cluster=live_native)),
         pools=cast(Any, Cache([])), quotas=cast(Any, Cache([])), gpus=cast(Any, gpus),

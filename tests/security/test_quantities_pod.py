@@ -13,7 +13,7 @@ from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 
 from ..unit.admission.admission_builders import make_facts, make_pod, resources_ok
 from ..unit.allocator.builders import AllNodesPass
-from ..unit.scheduling.test_extender_verbs import ARGS, NODES, WEIGHTS, cluster, worker
+from ..unit.scheduling.test_extender_verbs import ARGS, NODES, cluster, worker
 
 BOUND = "must be at most 9223372036854775807 in magnitude"
 
@@ -37,8 +37,9 @@ def test_the_denial_names_the_bound() -> None:
 def test_the_extender_fails_every_node_with_the_problem() -> None:
     pod = worker()
     pod["metadata"]["annotations"][KEYS.tflops_request] = "1e400"
-    answer = filter_worker(NodeScoreIndex(cluster()), pod, NODES, AllNodesPass(), ARGS, WEIGHTS,
-                           now=1)  # fmt: skip
+    answer = filter_worker(
+        NodeScoreIndex(cluster()), pod, node_names=NODES, native=AllNodesPass(), profile=ARGS, now=1
+    )
     assert answer.result.node_names == () and answer.assumed is None
     reasons = set(answer.result.failed_and_unresolvable_nodes.values())
     assert len(reasons) == 1 and BOUND in reasons.pop()

@@ -141,8 +141,8 @@ class _Handlers:
 
         def simulate() -> dict[str, Any]:
             return simulate_schedule(
-                manifest, inputs.preparer(), inputs.native, inputs.allocator, inputs.args,
-                inputs.weights, nodes, mutate,
+                manifest, inputs.preparer(), inputs.native, inputs.allocator,
+                profile=inputs.profile, nodes=nodes, mutate=mutate,
             )  # fmt: skip
 
         try:

@@ -16,9 +16,8 @@ from typing import Any, Protocol
 
 from tensorfusion.domain.admission.dry_run import PodPreparer
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
-from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import IsolationPolicy
 
 __all__ = [
@@ -44,8 +43,7 @@ class SimulationInputs:
     preparer: Callable[[], PodPreparer]
     native: NativeCluster
     allocator: Allocator
-    args: GPUSchedulingArgs
-    weights: ScoreWeights
+    profile: SchedulingProfile
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,6 @@ from tensorfusion.controller.metrics_leader import LeaderMetricsService
 from tensorfusion.controller.native_state import NativeState
 from tensorfusion.controller.seal_key import load_seal_key, seal_secret_name
 from tensorfusion.domain.scheduling.native import NativePlugins
-from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import (
     SchedulerConfigError,
     read_scheduler_settings,
@@ -237,7 +236,7 @@ async def run_controller(
     backend = ControllerBackend(
         client=client, namespace=env.namespace, service_account_name=env.service_account,
         peer_port=env.peer_port, isolation=env.isolation_policy,
-        args=gpu_scheduling_args(settings), weights=settings.score_weights, state=state,
+        profile=settings.profile, state=state,
         native=native, pools=informers.pools, quotas=informers.quotas, gpus=informers.gpus,
         informers=informers.all(), leading=process.is_leader,
         alerts=lambda: alerts.alerts_body(process), config=lambda: _plain(config.config_body()),

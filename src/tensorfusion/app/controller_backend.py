@@ -21,10 +21,9 @@ from tensorfusion.domain.admission.dry_run import PodPreparer
 from tensorfusion.domain.admission.pod_index import PodIndexCounter
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.allocator.snapshot import allocator_copy
 from tensorfusion.domain.model import GPU, GPUPool, ModelError, load_as
-from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import IsolationPolicy
 from tensorfusion.runtime.http_server import join_host_port
 from tensorfusion.runtime.informer import Informer
@@ -48,8 +47,7 @@ class ControllerBackend:
     service_account_name: str
     peer_port: int
     isolation: IsolationPolicy
-    args: GPUSchedulingArgs
-    weights: ScoreWeights
+    profile: SchedulingProfile
     state: AllocatorState
     native: NativeState
     pools: Informer
@@ -117,13 +115,12 @@ class ControllerBackend:
             ),
             native=self.native.cluster.copy(),
             allocator=allocator_copy(allocator),
-            args=self.args,
-            weights=self.weights,
+            profile=self.profile,
         )
 
     def max_worker_per_node(self) -> int:
         """The GPUResourcesFit argument of the profile."""
-        return self.args.max_worker_per_node
+        return self.profile.gpu_fit.max_worker_per_node
 
     def isolation_policy(self) -> IsolationPolicy:
         """The controller's isolation policy."""

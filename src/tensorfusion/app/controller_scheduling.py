@@ -22,7 +22,6 @@ from tensorfusion.adapters.kube.pod_binding import LightkubePodBinding
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.native_state import NativeState
 from tensorfusion.domain.object_views import name_of, namespace_of, uid_of
-from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import SchedulerSettings
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 from tensorfusion.domain.settings.controller_flags import ControllerFlags
@@ -120,7 +119,7 @@ async def prepare_scheduling(
         allocator=lambda: state.allocator, native=native.cluster,
         pods=LightkubePodBinding(calls), cache=workers,
         events=PodEventRecorder(EventRecorder(calls, EVENT_COMPONENT)), fence=fence,
-        args=gpu_scheduling_args(settings), weights=settings.score_weights,
+        profile=settings.profile,
         progressive_migration=env.progressive_migration,
     )  # fmt: skip
     return SchedulingWork(

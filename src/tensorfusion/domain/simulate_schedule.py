@@ -13,11 +13,11 @@ from typing import Any
 
 from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.object_views import name_of, namespace_of, uid_of
-from tensorfusion.domain.scheduling.decision import ScoreWeights, explain
+from tensorfusion.domain.scheduling.decision import explain
 from tensorfusion.domain.scheduling.native import NativeInputError
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 
 __all__ = ["UnknownNodesError", "simulate_schedule"]
 
@@ -49,8 +49,8 @@ def simulate_schedule(
     preparer: PodPreparer,
     native: NativeCluster,
     allocator: Allocator,
-    args: GPUSchedulingArgs,
-    weights: ScoreWeights,
+    *,
+    profile: SchedulingProfile,
     nodes: Sequence[str] | None = None,
     mutate: bool = True,
 ) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def simulate_schedule(
         raise PreparationError(str(exc)) from None
     try:
         candidates = native.node_names() if nodes is None else list(nodes)
-        body = explain(allocator, prepared.request, native.view(uid), candidates, args, weights)
+        body = explain(allocator, prepared.request, native.view(uid), candidates, profile=profile)
     finally:
         native.forget_pod(uid)
     return {

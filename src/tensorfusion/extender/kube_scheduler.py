@@ -28,9 +28,11 @@ import aiohttp
 import yaml
 
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES
+from tensorfusion.domain.scheduling.kube_scheduler_config import (
+    derive_kube_scheduler_config,
+)
 from tensorfusion.domain.scheduling.scheduler_config import (
     SchedulerConfigError,
-    derive_kube_scheduler_config,
 )
 from tensorfusion.runtime.child_process import ChildProcess, ChildStats
 

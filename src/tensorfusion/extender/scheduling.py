@@ -30,7 +30,6 @@ from typing import Any, Final, Literal, Protocol
 
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.progressive_migration import SCHEDULE_WITH_NATIVE_GPU
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.annotation_errors import AnnotationError
 from tensorfusion.domain.object_views import name_of, uid_of
 from tensorfusion.domain.pod_request import request_from_pod
@@ -39,10 +38,9 @@ from tensorfusion.domain.scheduling.binding import (
     BindEvent,
     BindRefusedError,
     allocated_event,
-    plan_bind,
+    reserve_for_bind,
     rollback_patch,
 )
-from tensorfusion.domain.scheduling.decision import ScoreWeights
 from tensorfusion.domain.scheduling.extender_protocol import (
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -63,6 +61,7 @@ from tensorfusion.domain.scheduling.extender_verbs import (
 from tensorfusion.domain.scheduling.native import NativeInputError
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster, PodNativeView
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.runtime.fence import Fence, fenced_call
 from tensorfusion.runtime.informer import ObjectCache
 from tensorfusion.runtime.leader_election import NotLeaderError
@@ -145,8 +144,7 @@ class Extender:
         cache: ObjectCache,
         events: PodEvents,
         fence: Fence,
-        args: GPUSchedulingArgs,
-        weights: ScoreWeights,
+        profile: SchedulingProfile,
         progressive_migration: bool = False,
         max_binds_in_flight: int = MAX_BINDS_IN_FLIGHT,
         clock: Callable[[], float] = time.time,
@@ -158,8 +156,7 @@ class Extender:
         self._cache = cache
         self._events = events
         self._fence = fence
-        self._args = args
-        self._weights = weights
+        self._profile = profile
         self._progressive = progressive_migration
         self._clock = clock
         self._sleep = sleep
@@ -174,7 +171,7 @@ class Extender:
 
     def _node_index(self, allocator: Allocator) -> NodeScoreIndex:
         if self._index is None or self._index.allocator is not allocator:
-            self._index = NodeScoreIndex(allocator, self._args.weights)
+            self._index = NodeScoreIndex(allocator, self._profile.gpu_fit.weights)
         return self._index
 
     async def filter(self, request: ExtenderArgs) -> ExtenderFilterResult:
@@ -205,9 +202,13 @@ class Extender:
         try:
             with self._native_view(uid, request.pod) as native:
                 return filter_worker(
-                    self._node_index(allocator), request.pod, request.node_names, native,
-                    self._args, self._weights, self._clock(),
-                )  # fmt: skip
+                    self._node_index(allocator),
+                    request.pod,
+                    node_names=request.node_names,
+                    native=native,
+                    profile=self._profile,
+                    now=self._clock(),
+                )
         except NativeInputError as error:
             message = f"pod resources: {error}"
             return FilterAnswer(
@@ -291,8 +292,9 @@ class Extender:
         try:
             allocation = request_from_pod(pod)
             with self._native_view(uid, pod) as native:
-                plan = plan_bind(allocator, allocation, request.node, pod, native, self._args,
-                                 self._weights, self._clock())  # fmt: skip
+                plan = reserve_for_bind(allocator, allocation, node=request.node, pod=pod,
+                                        native=native, profile=self._profile,
+                                        now=self._clock())  # fmt: skip
         except (BindRefusedError, AnnotationError, NativeInputError) as error:
             return ExtenderBindingResult.error(str(error))
         if not plan.already_committed:

@@ -12,11 +12,10 @@ from typing import Any
 
 from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
 from tensorfusion.domain.allocation_request import AllocationRequest
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import decide, decide_indexed
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
-from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.sim.fast_path_check import FastPathCheck, FastPathMismatch
 from tensorfusion.sim.native_pods import NativePlacer, is_native
 from tensorfusion.sim.samples import Sample, take_sample
@@ -100,8 +99,7 @@ class Simulation:
 
     cluster: VirtualCluster
     workload: WorkloadFile
-    args: GPUSchedulingArgs
-    weights: ScoreWeights
+    profile: SchedulingProfile
     native: NativeCluster
     preparer: PodPreparer
     sample_interval: float = 60.0
@@ -127,7 +125,9 @@ class Simulation:
     def run(self, progress: Callable[[int, int], None] | None = None) -> SimulationResult:
         """Run the trace; `progress(arrived, total)` is called after every arrival and departure."""
         self._waiting = WaitingPods(self.native.plugins)
-        self._placer = NativePlacer(self.native, self.cluster.allocator, self.args.weights)
+        self._placer = NativePlacer(
+            self.native, self.cluster.allocator, self.profile.gpu_fit.weights
+        )
         self._load_trace()
         self._check = FastPathCheck() if self.verify_fast_path else None
         total = len(self.pods)
@@ -170,7 +170,7 @@ class Simulation:
             pod = self.pods[members[0]]
             assert pod.request is not None
             decision = decide(allocator, pod.request, self.native.view(pod.uid),
-                              self.native.node_names(), self.args, self.weights)  # fmt: skip
+                              self.native.node_names(), profile=self.profile)  # fmt: skip
             for index in members:
                 self.pods[index].message = decision.message
         for index in self._native_waiting:
@@ -236,14 +236,14 @@ class Simulation:
         allocator = self.cluster.allocator
         view = self.native.view(pod.uid)
         if self._index is None:
-            self._index = NodeScoreIndex(allocator, self.args.weights)
+            self._index = NodeScoreIndex(allocator, self.profile.gpu_fit.weights)
         started = time.perf_counter()
-        decision = decide_indexed(self._index, request, view, self.args, self.weights,
-                                  allowed, reasons=False)  # fmt: skip
+        decision = decide_indexed(self._index, request, view, profile=self.profile,
+                                  allowed=allowed, reasons=False)  # fmt: skip
         if self._check is not None:
             elapsed = time.perf_counter() - started
-            full = decide(allocator, request, view, sorted(allocator.nodes), self.args,
-                          self.weights)  # fmt: skip
+            full = decide(allocator, request, view, sorted(allocator.nodes),
+                          profile=self.profile)  # fmt: skip
             self._check.record(pod.key, decision, full)
             started = time.perf_counter() - elapsed
         if decision.node is not None:

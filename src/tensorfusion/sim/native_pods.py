@@ -21,12 +21,12 @@ from typing import Any, Final
 
 from tensorfusion.domain.admission.dry_run import not_a_gpu_worker
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.fragmentation import CPUChange
 from tensorfusion.domain.allocator.gpu_state import TENSOR_FUSION_USER
-from tensorfusion.domain.allocator.placement import PlacementWeights
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
+from tensorfusion.domain.scheduling.fragmentation import CPUChange
 from tensorfusion.domain.scheduling.fragmentation_choice import CPUOnlyCost, cpu_only_cost
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster, PodNativeView
+from tensorfusion.domain.scheduling.placement import PlacementWeights
 from tensorfusion.domain.vocabulary import GPUPhase
 
 __all__ = [

@@ -11,10 +11,8 @@ from tensorfusion.adapters.package_data import default_alert_rule_set, default_s
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
 from tensorfusion.domain.admission.dry_run import PodPreparer
 from tensorfusion.domain.alerting.replay import replay_alerts
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.native import NativeInputError, NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
-from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import (
     SchedulerConfigError,
     SchedulerSettings,
@@ -58,8 +56,6 @@ class SimulationOptions:
 @dataclass(slots=True)
 class _Scheduler:
     settings: SchedulerSettings
-    args: GPUSchedulingArgs
-    weights: ScoreWeights
     plugins: NativePlugins
 
 
@@ -69,10 +65,7 @@ def _scheduler(cluster: ClusterFile, path: Path) -> _Scheduler:
         settings = read_scheduler_settings(config)
     except SchedulerConfigError as exc:
         raise InputError(f"{path}: cluster: {exc}") from None
-    return _Scheduler(
-        settings, gpu_scheduling_args(settings), settings.score_weights,
-        NativePlugins(settings.node_resources_fit),
-    )  # fmt: skip
+    return _Scheduler(settings, NativePlugins(settings.node_resources_fit))
 
 
 def _native(virtual: VirtualCluster, scheduler: _Scheduler) -> NativeCluster:
@@ -135,8 +128,7 @@ def new_simulation(
     return Simulation(
         cluster=virtual,
         workload=workload,
-        args=scheduler.args,
-        weights=scheduler.weights,
+        profile=scheduler.settings.profile,
         native=_native(virtual, scheduler),
         preparer=_preparer(virtual),
         sample_interval=options.sample_interval,
@@ -183,7 +175,7 @@ def run_simulation(
         ]  # fmt: skip
         store.close()
     virtual = simulation.cluster
-    report = build_report(result, virtual, _policy(virtual, simulation.weights), alerts)
+    report = build_report(result, virtual, _policy(virtual, simulation.profile.weights), alerts)
     if extra is not None:
         report.update(extra(result))
     return report
@@ -228,7 +220,7 @@ def simulate_schedule(
     try:
         return explain_pod(
             pod, _preparer(virtual), _native(virtual, scheduler), virtual.allocator,
-            scheduler.args, scheduler.weights, nodes, mutate,
+            profile=scheduler.settings.profile, nodes=nodes, mutate=mutate,
         )  # fmt: skip
     except UnknownNodesError as exc:
         raise InputError(f"--nodes: {exc}") from None

@@ -16,8 +16,8 @@ from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.records import RecordState
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
-from tensorfusion.domain.scheduling.decision import ScoreWeights, decide
+from tensorfusion.domain.scheduling.decision import decide
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import IsolationMode, IsolationPolicy
 from tests.hypothesis_budget import examples
 
@@ -174,9 +174,8 @@ def run_ops(allocator: Allocator, sequence: list[Op]) -> None:
             uid = f"pod-{i}"
             req = make_request(op, uid)
             decision = decide(
-                allocator, req, AllNodesPass(), sorted(allocator.nodes),
-                GPUSchedulingArgs(), ScoreWeights(),
-            )  # fmt: skip
+                allocator, req, AllNodesPass(), sorted(allocator.nodes), profile=SchedulingProfile()
+            )
             if decision.node is not None:
                 allocator.assume(req, decision.node, decision.gpus, now=float(i))
                 if op.kind == "alloc":

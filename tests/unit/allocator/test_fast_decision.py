@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.scheduling.decision import (
     NOT_SELECTED,
     Decision,
@@ -20,6 +19,8 @@ from tensorfusion.domain.scheduling.decision import (
     decide_indexed,
 )
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.placement import PlacementWeights
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.topology import TopologyArgs
 from tensorfusion.domain.vocabulary import (
     GPUPhase,
@@ -187,14 +188,23 @@ def test_indexed_decision_equals_full_evaluation(
     allowed = [n for i, n in enumerate(names) if i not in excluded]
     view = TableView({f"node-{n}": fits[n] for n in range(len(shapes)) if n not in rejected})
     weights = ScoreWeights(node_resources_fit=weight_pair[0], gpu_resources_fit=weight_pair[1])
-    args = GPUSchedulingArgs(topology=TopologyArgs(mode=topology_mode, max_allowed_tier=1))
-    index = NodeScoreIndex(allocator, args.weights)
+    args = SchedulingProfile(topology=TopologyArgs(mode=topology_mode, max_allowed_tier=1))
+    index = NodeScoreIndex(allocator, args.gpu_fit.weights)
     for i, (tflops, vram, count, isolation, kind, change) in enumerate(sequence):
         req = shaped_request(f"p{i}", tflops, vram, count, isolation, kind)
-        full = decide(allocator, req, view, allowed, args, weights)
-        fast = decide_indexed(index, req, view, args, weights, set(allowed), reasons=False)
+        full = decide(allocator, req, view, allowed, profile=replace(args, weights=weights))
+        fast = decide_indexed(
+            index,
+            req,
+            view,
+            profile=replace(args, weights=weights),
+            allowed=set(allowed),
+            reasons=False,
+        )
         assert (fast.node, fast.gpus, fast.combined) == (full.node, full.gpus, full.combined)
-        explained = decide_indexed(index, req, view, args, weights, set(allowed))
+        explained = decide_indexed(
+            index, req, view, profile=replace(args, weights=weights), allowed=set(allowed)
+        )
         assert (explained.node, explained.message) == (full.node, full.message)
         check_rejections(explained, full, allowed)
         if full.node is not None:
@@ -253,13 +263,19 @@ def test_a_gpu_moved_to_another_node_re_ranks_both_nodes() -> None:
     allocator = compact_allocator(("a0", "node-a"), ("a1", "node-a"), ("b0", "node-b"))
     allocator.assume(request("p", ("156", "40Gi")), "node-a", ["a0"], now=0)
     allocator.assume(request("q", ("156", "40Gi")), "node-b", ["b0"], now=0)
-    args, weights = GPUSchedulingArgs(), ScoreWeights(1, 1)
-    index = NodeScoreIndex(allocator, args.weights)
+    args, weights = SchedulingProfile(), ScoreWeights(1, 1)
+    index = NodeScoreIndex(allocator, args.gpu_fit.weights)
     index.sync()
     allocator.upsert_gpu(replace(allocator.gpus["a1"], node="node-c", holders={}))
     req = request("r", ("1", "1Gi"))
-    full = decide(allocator, req, AllPassView(), sorted(allocator.nodes), args, weights)
-    fast = decide_indexed(index, req, AllPassView(), args, weights)
+    full = decide(
+        allocator,
+        req,
+        AllPassView(),
+        sorted(allocator.nodes),
+        profile=replace(args, weights=weights),
+    )
+    fast = decide_indexed(index, req, AllPassView(), profile=replace(args, weights=weights))
     assert full.node == "node-a"  # a0 alone now: half used
     assert (fast.node, fast.gpus, fast.combined) == (full.node, full.gpus, full.combined)
 
@@ -269,11 +285,19 @@ def test_a_zero_vram_request_still_sees_gpus_over_committed_by_a_capacity_drop()
     allocator.assume(request("big", ("10", "60Gi")), "node-a", ["a0"], now=0)
     allocator.upsert_gpu(replace(allocator.gpus["a0"], capacity_vram=40 * 2**30, holders={}))
     assert allocator.gpus["a0"].effective_vram < 0
-    args, weights = GPUSchedulingArgs(), ScoreWeights(1, 1)
+    args, weights = SchedulingProfile(), ScoreWeights(1, 1)
     req = request("zero", ("1", "0"))
-    full = decide(allocator, req, AllPassView(), sorted(allocator.nodes), args, weights)
-    index = NodeScoreIndex(allocator, args.weights)
-    fast = decide_indexed(index, req, AllPassView(), args, weights, reasons=False)
+    full = decide(
+        allocator,
+        req,
+        AllPassView(),
+        sorted(allocator.nodes),
+        profile=replace(args, weights=weights),
+    )
+    index = NodeScoreIndex(allocator, args.gpu_fit.weights)
+    fast = decide_indexed(
+        index, req, AllPassView(), profile=replace(args, weights=weights), reasons=False
+    )
     assert full.node == "node-a"
     assert (fast.node, fast.combined) == (full.node, full.combined)
 
@@ -307,7 +331,7 @@ def loaded_allocator(loads: Loads) -> Allocator:
 
 def buckets(allocator: Allocator) -> list[tuple[int, list[str]]]:
     """(bound, nodes) of the node index for the pod, highest bound first."""
-    index = NodeScoreIndex(allocator, GPUSchedulingArgs().weights)
+    index = NodeScoreIndex(allocator, PlacementWeights())
     index.sync()
     return [
         (bound, sorted(names))
@@ -320,11 +344,11 @@ def both_decisions(
 ) -> tuple[tuple[str | None, int], tuple[str | None, int]]:
     """(node, combined) of the full decision (nodes given in reverse name order) and of the
     indexed one."""
-    args = GPUSchedulingArgs()
+    args = SchedulingProfile()
     candidates = sorted(allocator.nodes, reverse=True)
-    full = decide(allocator, POD, view, candidates, args, weights)
-    index = NodeScoreIndex(allocator, args.weights)
-    fast = decide_indexed(index, POD, view, args, weights)
+    full = decide(allocator, POD, view, candidates, profile=replace(args, weights=weights))
+    index = NodeScoreIndex(allocator, args.gpu_fit.weights)
+    fast = decide_indexed(index, POD, view, profile=replace(args, weights=weights))
     return (full.node, full.combined), (fast.node, fast.combined)
 
 
@@ -428,10 +452,15 @@ def test_a_node_of_a_higher_bucket_short_of_vram_is_named_not_just_outscored() -
     allocator.commit("big", 0)
     allocator.assume(request("small", ("1", "1Gi")), "n3", ["g3"], 0)
     allocator.commit("small", 0)
-    args, weights = GPUSchedulingArgs(), ScoreWeights()
+    args, weights = SchedulingProfile(), ScoreWeights()
     wanted = request("p", ("10", "40Gi"))
-    fast = decide_indexed(NodeScoreIndex(allocator, args.weights), wanted, AllNodesPass(), args,
-                          weights, {"n1", "n2", "n3"})  # fmt: skip
+    fast = decide_indexed(
+        NodeScoreIndex(allocator, args.gpu_fit.weights),
+        wanted,
+        AllNodesPass(),
+        profile=replace(args, weights=weights),
+        allowed={"n1", "n2", "n3"},
+    )
     assert fast.node == "n3"
     assert fast.rejection_message("n1") == (
         "fewer than 1 GPUs of pool tensor-fusion-shared with 40Gi VRAM free"
@@ -442,7 +471,7 @@ def test_a_node_of_a_higher_bucket_short_of_vram_is_named_not_just_outscored() -
 def test_a_node_short_of_the_compute_asked_is_left_out_of_the_buckets_with_compute() -> None:
     allocator = compact_allocator(("a0", "node-a"), ("b0", "node-b"))
     allocator.assume(request("load", ("300", "1Gi")), "node-a", ["a0"], now=0)
-    index = NodeScoreIndex(allocator, GPUSchedulingArgs().weights)
+    index = NodeScoreIndex(allocator, PlacementWeights())
     index.sync()
     need = request("r", ("20", "1Gi")).request
     with_compute = [n for _, names in index.ordered(POD.pool, 1, 0, compute=need) for n in names]

@@ -14,19 +14,16 @@ from tensorfusion.domain.allocation_request import (
     percent_to_tflops_milli,
 )
 from tensorfusion.domain.allocator.allocator import AllocationError, Allocator, PoolSettings
-from tensorfusion.domain.allocator.filter_chain import NodeEvaluation, evaluate_node
 from tensorfusion.domain.allocator.gpu_state import GPUCapabilities, GPUState
 from tensorfusion.domain.allocator.oversubscription import Oversubscription
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.records import RecordState
-from tensorfusion.domain.allocator.request_context import (
-    GPU_STAGES,
-    NODE_STAGES,
-    GPUSchedulingArgs,
-    RequestContext,
-)
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide, decide_indexed, explain
+from tensorfusion.domain.scheduling.filter_chain import NodeEvaluation, evaluate_node
+from tensorfusion.domain.scheduling.gpu_filters import GPU_STAGES, NODE_STAGES
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.request_context import RequestContext
+from tensorfusion.domain.scheduling.scheduler_config import GPUResourcesFitArgs, SchedulingProfile
 from tensorfusion.domain.topology import TopologyArgs
 from tensorfusion.domain.vocabulary import (
     GPUPhase,
@@ -44,11 +41,11 @@ NODE = "node"
 def evaluate(
     allocator: Allocator,
     req: AllocationRequest,
-    args: GPUSchedulingArgs | None = None,
+    args: SchedulingProfile | None = None,
     node: str = NODE,
 ) -> NodeEvaluation:
     """The explained evaluation of one node."""
-    ctx = RequestContext.build(allocator, req, args or GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, req, args or SchedulingProfile())
     return evaluate_node(ctx, allocator.nodes[node], explain=True)
 
 
@@ -65,7 +62,7 @@ def reason(ev: NodeEvaluation, name: str) -> str:
 
 def active(allocator: Allocator, req: AllocationRequest, stage: str) -> bool:
     """Whether a GPU stage runs for the request."""
-    ctx = RequestContext.build(allocator, req, GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, req, SchedulingProfile())
     return ctx.active[GPU_STAGES.index(stage)]
 
 
@@ -445,9 +442,9 @@ def test_max_worker_per_node_counts_committed_and_assumed_workers() -> None:
     hold(allocator, "committed", "g1", ("1", "1Gi"))
     allocator.assume(request("assumed", ("1", "1Gi")), NODE, ["g2"], now=0)
     req = request("p", ("1", "1Gi"))
-    kept = evaluate(allocator, req, GPUSchedulingArgs(max_worker_per_node=3))
+    kept = evaluate(allocator, req, SchedulingProfile(GPUResourcesFitArgs(max_worker_per_node=3)))
     assert kept.feasible
-    full = evaluate(allocator, req, GPUSchedulingArgs(max_worker_per_node=2))
+    full = evaluate(allocator, req, SchedulingProfile(GPUResourcesFitArgs(max_worker_per_node=2)))
     assert {removed_at(full, "g1"), removed_at(full, "g2")} == {"MaxWorkerPerNode"}
     assert full.rejected_at == "MaxWorkerPerNode"
 
@@ -456,7 +453,7 @@ def test_max_worker_per_node_zero_is_unlimited() -> None:
     allocator = allocator_with(gpu("g", NODE))
     for i in range(3):
         hold(allocator, f"w{i}", "g", ("1", "1Gi"))
-    args = GPUSchedulingArgs(max_worker_per_node=0)
+    args = SchedulingProfile(GPUResourcesFitArgs(max_worker_per_node=0))
     ctx = RequestContext.build(allocator, request("p", ("1", "1Gi")), args)
     assert not ctx.active[GPU_STAGES.index("MaxWorkerPerNode")]
     assert evaluate_node(ctx, allocator.nodes[NODE]).feasible
@@ -529,7 +526,7 @@ def _numa_allocator(numas: tuple[int, int]) -> Allocator:
 
 
 def test_topology_hard_mode_rejects_an_unsatisfied_node() -> None:
-    args = GPUSchedulingArgs(topology=TopologyArgs(mode=TopologyMode.HARD))
+    args = SchedulingProfile(topology=TopologyArgs(mode=TopologyMode.HARD))
     ev = evaluate(_numa_allocator((0, 1)), request("p", ("1", "1Gi"), count=2), args)
     assert ev.rejected_at == "Topology"
     assert ev.message is not None
@@ -538,7 +535,7 @@ def test_topology_hard_mode_rejects_an_unsatisfied_node() -> None:
 
 
 def test_topology_hard_mode_keeps_a_satisfied_node_and_soft_mode_never_rejects() -> None:
-    hard = GPUSchedulingArgs(topology=TopologyArgs(mode=TopologyMode.HARD))
+    hard = SchedulingProfile(topology=TopologyArgs(mode=TopologyMode.HARD))
     assert evaluate(_numa_allocator((0, 0)), request("p", ("1", "1Gi"), count=2), hard).feasible
     assert evaluate(_numa_allocator((0, 1)), request("p", ("1", "1Gi"), count=2)).feasible
 
@@ -562,9 +559,12 @@ def test_a_stage_that_leaves_no_gpu_ends_the_chain() -> None:
     allocator = allocator_with(gpu("g1", NODE, phase=GPUPhase.PENDING), gpu("g2", NODE))
     allocator.gpus["g2"].used_by = "nvidia-device-plugin"
     body = explain(
-        allocator, request("p", ("1", "1Gi")), AllNodesPass(), [NODE], GPUSchedulingArgs(),
-        ScoreWeights(1, 5),
-    )  # fmt: skip
+        allocator,
+        request("p", ("1", "1Gi")),
+        AllNodesPass(),
+        [NODE],
+        profile=SchedulingProfile(weights=ScoreWeights(1, 5)),
+    )
     assert [s["stage"] for s in body["stages"]] == ["IsolationPolicy", "PhaseFilter"]
     assert body["stages"][1]["in"] == 2
     assert body["stages"][1]["out"] == 0
@@ -760,12 +760,15 @@ def _node_stage_cluster() -> Allocator:
 )
 def test_indexed_decision_applies_every_node_stage(req: AllocationRequest, expected: str) -> None:
     allocator = _node_stage_cluster()
-    args = GPUSchedulingArgs(max_worker_per_node=3)
+    args = SchedulingProfile(GPUResourcesFitArgs(max_worker_per_node=3))
     weights = ScoreWeights(1, 5)
     names = sorted(allocator.nodes)
-    full = decide(allocator, req, AllNodesPass(), names, args, weights)
+    full = decide(allocator, req, AllNodesPass(), names, profile=replace(args, weights=weights))
     fast = decide_indexed(
-        NodeScoreIndex(allocator, args.weights), req, AllNodesPass(), args, weights
+        NodeScoreIndex(allocator, args.gpu_fit.weights),
+        req,
+        AllNodesPass(),
+        profile=replace(args, weights=weights),
     )
     assert full.node == expected
     assert (fast.node, fast.gpus, fast.combined) == (full.node, full.gpus, full.combined)
@@ -773,12 +776,22 @@ def test_indexed_decision_applies_every_node_stage(req: AllocationRequest, expec
 
 def test_indexed_decision_reports_the_same_message_when_nothing_fits() -> None:
     allocator = _node_stage_cluster()
-    args = GPUSchedulingArgs(max_worker_per_node=3)
+    args = SchedulingProfile(GPUResourcesFitArgs(max_worker_per_node=3))
     weights = ScoreWeights(1, 5)
     req = request("p", ("10", "1Gi"), limit=("320", "1Gi"), pod_index=5, count=2)
-    full = decide(allocator, req, AllNodesPass(), sorted(allocator.nodes), args, weights)
+    full = decide(
+        allocator,
+        req,
+        AllNodesPass(),
+        sorted(allocator.nodes),
+        profile=replace(args, weights=weights),
+    )
     fast = decide_indexed(
-        NodeScoreIndex(allocator, args.weights), req, AllNodesPass(), args, weights, reasons=False
+        NodeScoreIndex(allocator, args.gpu_fit.weights),
+        req,
+        AllNodesPass(),
+        profile=replace(args, weights=weights),
+        reasons=False,
     )
     assert full.node is None
     assert fast.node is None
@@ -794,20 +807,34 @@ def test_indexed_decision_honours_hard_topology_and_quota() -> None:
         gpu("b0", "same", numa=0), gpu("b1", "same", numa=0),
     )  # fmt: skip
     allocator.assume(request("h", ("100", "40Gi")), "split", ["a0"], now=0)
-    hard = GPUSchedulingArgs(topology=TopologyArgs(mode=TopologyMode.HARD))
+    hard = SchedulingProfile(topology=TopologyArgs(mode=TopologyMode.HARD))
     weights = ScoreWeights(1, 5)
     req = request("p", ("10", "1Gi"), count=2)
-    index = NodeScoreIndex(allocator, hard.weights)
-    full = decide(allocator, req, AllNodesPass(), sorted(allocator.nodes), hard, weights)
-    fast = decide_indexed(index, req, AllNodesPass(), hard, weights)
+    index = NodeScoreIndex(allocator, hard.gpu_fit.weights)
+    full = decide(
+        allocator,
+        req,
+        AllNodesPass(),
+        sorted(allocator.nodes),
+        profile=replace(hard, weights=weights),
+    )
+    fast = decide_indexed(index, req, AllNodesPass(), profile=replace(hard, weights=weights))
     assert full.node == fast.node == "same"
     allocator.set_quota(QuotaSpec("default", "q", single_max_gpu_count=1))
-    full = decide(allocator, req, AllNodesPass(), sorted(allocator.nodes), hard, weights)
-    fast = decide_indexed(index, req, AllNodesPass(), hard, weights)
+    full = decide(
+        allocator,
+        req,
+        AllNodesPass(),
+        sorted(allocator.nodes),
+        profile=replace(hard, weights=weights),
+    )
+    fast = decide_indexed(index, req, AllNodesPass(), profile=replace(hard, weights=weights))
     assert full.node is None
     assert fast.node is None
     assert full.message == "0/2 nodes are available: 2 QuotaCheck."
-    quick = decide_indexed(index, req, AllNodesPass(), hard, weights, reasons=False)
+    quick = decide_indexed(
+        index, req, AllNodesPass(), profile=replace(hard, weights=weights), reasons=False
+    )
     assert quick.node is None
     assert quick.message is not None and quick.message.startswith("GPU quota exceeded")
 

@@ -7,14 +7,15 @@ from dataclasses import replace
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
 from tensorfusion.domain.allocator.capacity_figures import node_capacity
-from tensorfusion.domain.allocator.filter_chain import NodeEvaluation, evaluate_node
 from tensorfusion.domain.allocator.oversubscription import (
     Oversubscription,
     effective_limit,
     virtual_capacity,
 )
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs, RequestContext
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide
+from tensorfusion.domain.scheduling.filter_chain import NodeEvaluation, evaluate_node
+from tensorfusion.domain.scheduling.request_context import RequestContext
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import IsolationMode
 
 from .builders import POOL, AllNodesPass, allocator_with, gpu, request, tflops, vram
@@ -23,7 +24,7 @@ NODE = "node"
 
 
 def evaluate(allocator: Allocator, req: AllocationRequest, node: str = NODE) -> NodeEvaluation:
-    ctx = RequestContext.build(allocator, req, GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, req, SchedulingProfile())
     return evaluate_node(ctx, allocator.nodes[node], explain=True)
 
 
@@ -211,7 +212,12 @@ def test_placement_is_not_blind_to_oversubscription() -> None:
     allocator.assume(request("held", ("10", "1Gi"), limit=("300", "1Gi")), "node-a", ["a1"], now=0)
     allocator.commit("held", now=0)
     req = request("p", ("1", "1Gi"), limit=("100", "1Gi"))
-    decision = decide(allocator, req, AllNodesPass(), ["node-a", "node-b"], GPUSchedulingArgs(),
-                      ScoreWeights(1, 5))  # fmt: skip
+    decision = decide(
+        allocator,
+        req,
+        AllNodesPass(),
+        ["node-a", "node-b"],
+        profile=SchedulingProfile(weights=ScoreWeights(1, 5)),
+    )
     # node-a is fuller (CompactFirst-like node score) but its virtual capacity is exhausted
     assert decision.node == "node-b"

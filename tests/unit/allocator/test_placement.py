@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from tensorfusion.domain.allocator.filter_chain import choose_gpus, evaluate_node
-from tensorfusion.domain.allocator.placement import (
+from tensorfusion.domain.scheduling.filter_chain import choose_gpus, evaluate_node
+from tensorfusion.domain.scheduling.placement import (
     PlacementWeights,
     node_term,
     normalised_score,
     score_gpu,
 )
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs, RequestContext
+from tensorfusion.domain.scheduling.request_context import RequestContext
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import GPUPhase
 
 from .builders import allocator_with, gpu, request, tflops, vram
@@ -33,7 +34,7 @@ def test_vector_75_node_score_13_and_idle_gpu_chosen() -> None:
     allocator.commit("holder", now=0)
     assert allocator.gpus["gpu-a"].available_tflops == tflops("212")
     assert allocator.gpus["gpu-a"].available_vram == vram("60Gi")
-    ctx = RequestContext.build(allocator, request("p", ("50", "10Gi")), GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, request("p", ("50", "10Gi")), SchedulingProfile())
     ev = evaluate_node(ctx, allocator.nodes["node"], explain=True)
     assert ev.feasible
     assert ev.node_terms == {"gpu-a": 27, "gpu-b": 0}
@@ -45,7 +46,7 @@ def test_vector_75_node_score_13_and_idle_gpu_chosen() -> None:
 def test_second_vector_node_score_10() -> None:
     allocator = allocator_with(gpu("g", "node", capacity=("1000", "20Gi")))
     allocator.assume(request("h", ("100", "2Gi")), "node", ["g"], now=0)
-    ctx = RequestContext.build(allocator, request("p", ("1", "1Gi")), GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, request("p", ("1", "1Gi")), SchedulingProfile())
     assert evaluate_node(ctx, allocator.nodes["node"]).node_score == 10
 
 
@@ -61,6 +62,6 @@ def test_pending_gpu_counts_a_quarter() -> None:
 
 def test_score_ties_broken_by_gpu_name() -> None:
     allocator = allocator_with(gpu("gpu-z", "n"), gpu("gpu-a", "n"), gpu("gpu-m", "n"))
-    ctx = RequestContext.build(allocator, request("p", ("1", "1Gi"), count=2), GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, request("p", ("1", "1Gi"), count=2), SchedulingProfile())
     ev = evaluate_node(ctx, allocator.nodes["n"])
     assert choose_gpus(ctx, ev)[0] == ("gpu-a", "gpu-m")

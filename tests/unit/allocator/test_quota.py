@@ -9,7 +9,6 @@ import pytest
 
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.filter_chain import evaluate_node
 from tensorfusion.domain.allocator.quota import (
     NamespaceQuota,
     QuotaAmounts,
@@ -20,11 +19,10 @@ from tensorfusion.domain.allocator.quota import (
     check_total,
     quota_message,
 )
-from tensorfusion.domain.allocator.request_context import (
-    GPU_STAGES,
-    GPUSchedulingArgs,
-    RequestContext,
-)
+from tensorfusion.domain.scheduling.filter_chain import evaluate_node
+from tensorfusion.domain.scheduling.gpu_filters import GPU_STAGES
+from tensorfusion.domain.scheduling.request_context import RequestContext
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import IsolationMode
 
 from .builders import allocator_with, gpu, request, tflops, vram
@@ -39,7 +37,7 @@ def ml_request(uid: str, req: tuple[str, str] = ("0", "0"), **extra: object) -> 
 
 def quota_rejection(allocator: Allocator, req: AllocationRequest) -> str | None:
     """What stage 0 (QuotaCheck) says about the request."""
-    return RequestContext.build(allocator, req, GPUSchedulingArgs()).quota_rejection
+    return RequestContext.build(allocator, req, SchedulingProfile()).quota_rejection
 
 
 def allocate(allocator: Allocator, req: AllocationRequest, gpus: list[str]) -> None:
@@ -184,7 +182,7 @@ def test_a_zero_total_component_is_not_enforced() -> None:
     assert quota_rejection(allocator, req) is None
     allocator.set_quota(QuotaSpec(NS, "q", total_requests=QuotaCaps(vram=vram("10Gi"))))
     assert quota_rejection(allocator, ml_request("p", ("300", "10Gi"))) is None
-    ctx = RequestContext.build(allocator, ml_request("p", ("300", "10Gi")), GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, ml_request("p", ("300", "10Gi")), SchedulingProfile())
     assert evaluate_node(ctx, allocator.nodes[NODE]).feasible
 
 
@@ -279,7 +277,7 @@ def test_quota_check_leaves_percent_tflops_to_stage_7_but_checks_vram() -> None:
         QuotaSpec(NS, "q", total_requests=QuotaCaps(tflops=tflops("10"), vram=vram("10Gi")))
     )
     ctx = RequestContext.build(allocator, ml_request("p", ("0", "1Gi"), percent="50"),
-                               GPUSchedulingArgs())  # fmt: skip
+                               SchedulingProfile())  # fmt: skip
     assert ctx.quota_rejection is None
     ev = evaluate_node(ctx, allocator.nodes[NODE])
     assert GPU_STAGES[ev.failures["g"][0]] == "QuotaPercentCheck"
@@ -314,6 +312,6 @@ def test_removing_a_quota_stops_its_checks() -> None:
     allocator = allocator_with(gpu("g", "node"))
     allocator.set_quota(QuotaSpec("ns", "q", total_requests=QuotaCaps(tflops=tflops("1"))))
     req = request("p", ("10", "1Gi"), namespace="ns")
-    assert RequestContext.build(allocator, req, GPUSchedulingArgs()).quota_rejection is not None
+    assert RequestContext.build(allocator, req, SchedulingProfile()).quota_rejection is not None
     allocator.remove_quota("ns")
-    assert RequestContext.build(allocator, req, GPUSchedulingArgs()).quota_rejection is None
+    assert RequestContext.build(allocator, req, SchedulingProfile()).quota_rejection is None

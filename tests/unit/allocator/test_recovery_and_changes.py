@@ -6,14 +6,15 @@ import gc
 
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.capacity_figures import node_capacity
-from tensorfusion.domain.allocator.filter_chain import evaluate_node
 from tensorfusion.domain.allocator.progressive_migration import wants_progressive_taint
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.records import RecordState
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs, RequestContext
 from tensorfusion.domain.model.gpu import GPUStatus
-from tensorfusion.domain.scheduling.decision import ScoreWeights, decide_indexed
+from tensorfusion.domain.scheduling.decision import decide_indexed
+from tensorfusion.domain.scheduling.filter_chain import evaluate_node
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.request_context import RequestContext
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationMode, IsolationPolicy
 
 from .builders import AllNodesPass, allocator_with, gpu, request, tflops, vram
@@ -76,7 +77,7 @@ def test_a_partitioned_allocation_found_at_recovery_takes_the_whole_gpu() -> Non
     assert held.active_isolation_mode == ""
     # Whatever the isolation state, the lock never holds a value the status model rejects.
     GPUStatus.model_validate({"activeIsolationMode": held.active_isolation_mode or None})
-    ctx = RequestContext.build(allocator, request("z", ("0", "0")), GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, request("z", ("0", "0")), SchedulingProfile())
     ev = evaluate_node(ctx, allocator.nodes[NODE], explain=True)
     assert [g.name for g in ev.valid] == ["a2"]
     allocator.release("p")
@@ -97,7 +98,7 @@ def test_a_missing_gpu_leaves_node_totals_and_placement_but_keeps_its_allocation
     assert [g.name for g in node.gpus] == ["a2"]
     assert node.total_capacity() == (tflops("312"), vram("80Gi"))
     assert allocator.gpus["a1"].committed_tflops == tflops("100")
-    ctx = RequestContext.build(allocator, request("q", ("1", "1Gi")), GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, request("q", ("1", "1Gi")), SchedulingProfile())
     assert [g.name for g in evaluate_node(ctx, node).valid] == ["a2"]
     back = gpu("a1", NODE)
     allocator.upsert_gpu(back)
@@ -174,7 +175,7 @@ def test_a_gpu_that_falls_under_the_dynamic_policy_takes_the_lock_of_its_holders
     allocator.upsert_gpu(gpu("a1", NODE))  # policy "" now: the controller's, Dynamic
     assert allocator.gpus["a1"].active_isolation_mode == "soft"
     hard = request("h", ("1", "1Gi"), isolation=IsolationMode.HARD)
-    ctx = RequestContext.build(allocator, hard, GPUSchedulingArgs())
+    ctx = RequestContext.build(allocator, hard, SchedulingProfile())
     assert evaluate_node(ctx, allocator.nodes[NODE]).rejected_at == "IsolationPolicy"
 
 
@@ -200,11 +201,11 @@ def test_a_percent_pod_whose_gpus_are_all_unknown_is_charged_with_the_pools_capa
 
 def test_every_node_index_sees_the_whole_state_even_after_an_earlier_one_is_gone() -> None:
     allocator = allocator_with(gpu("a1", NODE), gpu("b1", "node-b"))
-    args = GPUSchedulingArgs()
+    args = SchedulingProfile()
     for _ in range(5):
-        index = NodeScoreIndex(allocator, args.weights)
+        index = NodeScoreIndex(allocator, args.gpu_fit.weights)
         decision = decide_indexed(
-            index, request("p", ("1", "1Gi")), AllNodesPass(), args, ScoreWeights(), reasons=False
+            index, request("p", ("1", "1Gi")), AllNodesPass(), profile=args, reasons=False
         )
         assert decision.node is not None
         del index
@@ -223,11 +224,11 @@ def test_a_cursor_nobody_holds_stops_collecting() -> None:
 
 def test_two_live_node_indexes_each_get_the_whole_state() -> None:
     allocator = allocator_with(gpu("a1", NODE), gpu("b1", "node-b"))
-    args = GPUSchedulingArgs()
-    first = NodeScoreIndex(allocator, args.weights)
-    second = NodeScoreIndex(allocator, args.weights)
+    args = SchedulingProfile()
+    first = NodeScoreIndex(allocator, args.gpu_fit.weights)
+    second = NodeScoreIndex(allocator, args.gpu_fit.weights)
     for index in (first, second):
         decision = decide_indexed(
-            index, request("p", ("1", "1Gi")), AllNodesPass(), args, ScoreWeights(), reasons=False
+            index, request("p", ("1", "1Gi")), AllNodesPass(), profile=args, reasons=False
         )
         assert decision.node is not None

@@ -16,7 +16,6 @@ from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.snapshot import allocator_copy
 from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
-from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import read_scheduler_settings
 from tensorfusion.domain.vocabulary import IsolationPolicy
 from tensorfusion.sim.cluster_file import load_cluster
@@ -57,8 +56,7 @@ def spec_inputs() -> tuple[SimulationInputs, VirtualCluster]:
         preparer=lambda: preparer,
         native=native,
         allocator=allocator_copy(virtual.allocator),
-        args=gpu_scheduling_args(settings),
-        weights=settings.score_weights,
+        profile=settings.profile,
     )
     return inputs, virtual
 

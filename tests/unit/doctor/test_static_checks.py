@@ -18,7 +18,9 @@ from tensorfusion.domain.alerting.rules import load_rules
 from tensorfusion.domain.doctor.results import CheckResult, Status
 from tensorfusion.domain.doctor.static_checks import static_checks
 from tensorfusion.domain.doctor.values_merge import load_values, merge_layers
-from tensorfusion.domain.scheduling.scheduler_config import EXTENDERS_ERROR
+from tensorfusion.domain.scheduling.kube_scheduler_config import (
+    EXTENDERS_ERROR,
+)
 
 ROOT: Final = Path(__file__).resolve().parents[3]
 CHART_DIR: Final = ROOT / "charts" / "tensor-fusion"

@@ -15,7 +15,6 @@ from tensorfusion.domain.annotations import KEYS, encode_index
 from tensorfusion.domain.scheduling.extender_protocol import ExtenderArgs, ExtenderBindingArgs
 from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
-from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import read_scheduler_settings
 from tensorfusion.extender.scheduling import Extender
 from tensorfusion.runtime.leader_election import NotLeaderError
@@ -150,8 +149,8 @@ def make_harness(fence: Callable[[], float] | None = None) -> Harness:
 
     extender = Extender(
         allocator=lambda: allocator, native=native, pods=pods, cache=NoCache(), events=events,
-        fence=fence or leading_fence, args=gpu_scheduling_args(SETTINGS),
-        weights=SETTINGS.score_weights, clock=lambda: 100.0, sleep=sleep,
+        fence=fence or leading_fence, profile=SETTINGS.profile,
+        clock=lambda: 100.0, sleep=sleep,
     )  # fmt: skip
     return Harness(allocator, pods, events, extender, leading, slept)
 

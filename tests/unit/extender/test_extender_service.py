@@ -8,7 +8,6 @@ from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.scheduling.extender_protocol import ExtenderBindingArgs
 from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
-from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.extender.scheduling import FAILED_GPU_SCHEDULING, NOT_LEADER, Extender
 
 from .conftest import NODES, SETTINGS, Harness, NoCache, args_for, binding, place, worker
@@ -113,7 +112,7 @@ async def test_not_ready_answers_allocator_not_ready(h: Harness) -> None:
     extender = Extender(
         allocator=lambda: None, native=NativeCluster(NativePlugins()), pods=h.pods,
         cache=NoCache(), events=h.events, fence=lambda: 1.0,
-        args=gpu_scheduling_args(SETTINGS), weights=SETTINGS.score_weights,
+        profile=SETTINGS.profile,
     )  # fmt: skip
     pod = worker()
     assert (await extender.filter(args_for(pod))).error_message == "allocator not ready"

@@ -11,7 +11,6 @@ import pytest
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.records import RecordState
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.annotations import KEYS, encode_index
 from tensorfusion.domain.scheduling.binding import (
     CONTAINER_GPU_ALLOCATION_FAILED,
@@ -19,15 +18,16 @@ from tensorfusion.domain.scheduling.binding import (
     allocated_event,
     container_gpus,
     effective_hard_sm_percent,
-    plan_bind,
+    reserve_for_bind,
     rollback_patch,
 )
 from tensorfusion.domain.scheduling.decision import ScoreWeights
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationMode, IsolationPolicy
 
 from ..allocator.builders import AllNodesPass, allocator_with, gpu, request, tflops
 
-ARGS = GPUSchedulingArgs()
+ARGS = SchedulingProfile()
 WEIGHTS = ScoreWeights()
 NODE = "node-a"
 
@@ -48,7 +48,9 @@ def two_nodes() -> Allocator:
 
 
 def bind(allocator: Allocator, req: AllocationRequest, node: str = NODE, **pod: Any) -> Any:
-    return plan_bind(allocator, req, node, worker(**pod), AllNodesPass(), ARGS, WEIGHTS, now=5)
+    return reserve_for_bind(
+        allocator, req, node=node, pod=worker(**pod), native=AllNodesPass(), profile=ARGS, now=5
+    )
 
 
 def annotations_of(patch: tuple[dict[str, Any], ...]) -> dict[str, str]:
@@ -169,7 +171,9 @@ def test_a_pod_without_a_valid_index_is_refused(limits: dict[str, str], message:
     pod = worker()
     pod["spec"]["containers"][0]["resources"]["limits"] = limits
     with pytest.raises(BindRefusedError, match=message):
-        plan_bind(allocator, request("p"), NODE, pod, AllNodesPass(), ARGS, WEIGHTS, now=0)
+        reserve_for_bind(
+            allocator, request("p"), node=NODE, pod=pod, native=AllNodesPass(), profile=ARGS, now=0
+        )
     assert "p" not in allocator.records
 
 

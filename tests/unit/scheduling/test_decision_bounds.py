@@ -14,7 +14,6 @@ from tensorfusion.domain.scheduling.decision import Decision, decide, decide_ind
 from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster, PodNativeView
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
-from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import read_scheduler_settings
 from tensorfusion.sim.cluster_file import ClusterFile
 from tensorfusion.sim.virtual_cluster import build_cluster
@@ -22,7 +21,7 @@ from tensorfusion.sim.virtual_cluster import build_cluster
 POOL = "shared"
 GIB = 2**30
 SETTINGS = read_scheduler_settings(default_scheduler_config())
-ARGS = gpu_scheduling_args(SETTINGS)
+ARGS = SETTINGS.profile
 WEIGHTS = SETTINGS.score_weights
 
 
@@ -76,7 +75,7 @@ class Cluster:
         self.native = NativeCluster.from_nodes(
             NativePlugins(SETTINGS.node_resources_fit), self.virtual.node_objects
         )
-        self.index = NodeScoreIndex(self.allocator, ARGS.weights)
+        self.index = NodeScoreIndex(self.allocator, ARGS.gpu_fit.weights)
         self.serial = 0
 
     def pod(
@@ -104,7 +103,7 @@ class Cluster:
         return request, CountingView(self.native.view(uid))
 
     def decide(self, request: AllocationRequest, view: CountingView) -> Decision:
-        return decide_indexed(self.index, request, view, ARGS, WEIGHTS, reasons=False)
+        return decide_indexed(self.index, request, view, profile=ARGS, reasons=False)
 
     def place(self, request: AllocationRequest, view: CountingView) -> str:
         decision = self.decide(request, view)
@@ -123,7 +122,7 @@ class Cluster:
         self.native.bind(request.pod_uid, name)
 
     def fits_nowhere(self, request: AllocationRequest, view: CountingView) -> bool:
-        full = decide(self.allocator, request, view.view, self.native.node_names(), ARGS, WEIGHTS)
+        full = decide(self.allocator, request, view.view, self.native.node_names(), profile=ARGS)
         return full.node is None
 
 

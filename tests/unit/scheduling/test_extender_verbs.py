@@ -6,7 +6,6 @@ from typing import Any
 
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.records import RecordState
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.scheduling.decision import NOT_SELECTED, ScoreWeights
 from tensorfusion.domain.scheduling.extender_verbs import (
@@ -17,10 +16,11 @@ from tensorfusion.domain.scheduling.extender_verbs import (
     prioritize,
 )
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 
 from ..allocator.builders import POOL, AllNodesPass, allocator_with, gpu, request
 
-ARGS = GPUSchedulingArgs()
+ARGS = SchedulingProfile()
 WEIGHTS = ScoreWeights()
 NODES = ("node-a", "node-b", "node-c")
 
@@ -44,8 +44,14 @@ def worker(uid: str = "w", tflops: str = "100", vram: str = "10Gi", **labels: st
 
 def test_one_node_passes_its_gpus_are_assumed_and_every_other_node_says_why() -> None:
     allocator = cluster()
-    answer = filter_worker(NodeScoreIndex(allocator), worker(), NODES, AllNodesPass(), ARGS,
-                           WEIGHTS, now=10)  # fmt: skip
+    answer = filter_worker(
+        NodeScoreIndex(allocator),
+        worker(),
+        node_names=NODES,
+        native=AllNodesPass(),
+        profile=ARGS,
+        now=10,
+    )
     assert answer.assumed is not None and answer.assumed.state is RecordState.ASSUMED
     [chosen] = answer.result.node_names
     assert chosen == answer.assumed.node
@@ -61,8 +67,14 @@ def test_a_second_filter_replaces_the_assumption_instead_of_competing_with_it() 
     allocator = allocator_with(gpu("a1", "node-a"))
     index = NodeScoreIndex(allocator)
     for _ in range(3):
-        answer = filter_worker(index, worker(tflops="300"), NODES, AllNodesPass(), ARGS,
-                               WEIGHTS, now=1)  # fmt: skip
+        answer = filter_worker(
+            index,
+            worker(tflops="300"),
+            node_names=NODES,
+            native=AllNodesPass(),
+            profile=ARGS,
+            now=1,
+        )
         assert answer.result.node_names == ("node-a",)
     assert allocator.gpus["a1"].assumed_tflops == 300_000
     assert list(allocator.records) == ["w"]
@@ -70,8 +82,14 @@ def test_a_second_filter_replaces_the_assumption_instead_of_competing_with_it() 
 
 def test_nothing_feasible_fails_every_node_assumes_nothing_and_summarises() -> None:
     allocator = cluster()
-    answer = filter_worker(NodeScoreIndex(allocator), worker(tflops="400"), NODES,
-                           AllNodesPass(), ARGS, WEIGHTS, now=1)  # fmt: skip
+    answer = filter_worker(
+        NodeScoreIndex(allocator),
+        worker(tflops="400"),
+        node_names=NODES,
+        native=AllNodesPass(),
+        profile=ARGS,
+        now=1,
+    )
     assert answer.result.node_names == () and answer.assumed is None
     assert set(answer.result.failed_and_unresolvable_nodes) == set(NODES)
     failed = answer.result.failed_and_unresolvable_nodes
@@ -84,8 +102,9 @@ def test_nothing_feasible_fails_every_node_assumes_nothing_and_summarises() -> N
 def test_bad_annotations_fail_every_node_with_the_problem() -> None:
     pod = worker()
     pod["metadata"]["annotations"][KEYS.vram_request] = "lots"
-    answer = filter_worker(NodeScoreIndex(cluster()), pod, NODES, AllNodesPass(), ARGS, WEIGHTS,
-                           now=1)  # fmt: skip
+    answer = filter_worker(
+        NodeScoreIndex(cluster()), pod, node_names=NODES, native=AllNodesPass(), profile=ARGS, now=1
+    )
     assert answer.result.node_names == ()
     assert all(KEYS.vram_request in reason
                for reason in answer.result.failed_and_unresolvable_nodes.values())  # fmt: skip
@@ -94,8 +113,14 @@ def test_bad_annotations_fail_every_node_with_the_problem() -> None:
 
 def test_prioritize_gives_10_to_the_assumed_node_only() -> None:
     allocator = cluster()
-    answer = filter_worker(NodeScoreIndex(allocator), worker(), NODES, AllNodesPass(), ARGS,
-                           WEIGHTS, now=1)  # fmt: skip
+    answer = filter_worker(
+        NodeScoreIndex(allocator),
+        worker(),
+        node_names=NODES,
+        native=AllNodesPass(),
+        profile=ARGS,
+        now=1,
+    )
     chosen = answer.result.node_names[0]
     scores = {p.host: p.score for p in prioritize(allocator, "w", NODES).priorities}
     assert scores == {name: 10 if name == chosen else 0 for name in NODES}

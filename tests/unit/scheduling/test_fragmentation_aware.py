@@ -8,9 +8,6 @@ from typing import Any
 
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
-from tensorfusion.domain.allocator.fragmentation import GPUKey, measure_weights, node_fragmentation
-from tensorfusion.domain.allocator.placement import PlacementWeights
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.allocator.workload_mix import (
     MixSnapshot,
     NodeFragments,
@@ -21,13 +18,16 @@ from tensorfusion.domain.allocator.workload_mix import (
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide, decide_indexed
 from tensorfusion.domain.scheduling.extender_verbs import filter_worker
+from tensorfusion.domain.scheduling.fragmentation import GPUKey, measure_weights, node_fragmentation
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.placement import PlacementWeights
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import PlacementMode
 
 from ..allocator.builders import POOL, AllNodesPass, allocator_with, gpu, request
 
 GIB = 2**30
-ARGS = GPUSchedulingArgs()
+ARGS = SchedulingProfile()
 WEIGHTS = ScoreWeights(1, 5)
 CAP = ("100", "100Gi")
 FGD = PlacementMode.FRAGMENTATION_AWARE
@@ -64,9 +64,9 @@ def learn(allocator: Allocator, *pods: AllocationRequest) -> None:
 
 
 def place(allocator: Allocator, pod: AllocationRequest) -> tuple[str | None, tuple[str, ...]]:
-    index = NodeScoreIndex(allocator, ARGS.weights)
-    decision = decide_indexed(index, pod, AllNodesPass(), ARGS, WEIGHTS, reasons=False)
-    full = decide(allocator, pod, AllNodesPass(), sorted(allocator.nodes), ARGS, WEIGHTS)
+    index = NodeScoreIndex(allocator, ARGS.gpu_fit.weights)
+    decision = decide_indexed(index, pod, AllNodesPass(), profile=ARGS, reasons=False)
+    full = decide(allocator, pod, AllNodesPass(), sorted(allocator.nodes), profile=ARGS)
     assert (full.node, full.gpus) == (decision.node, decision.gpus)
     return decision.node, decision.gpus
 
@@ -202,14 +202,23 @@ def worker(uid: str, tflops: str, vram: str) -> Any:
 def test_simulator_and_extender_paths_decide_the_same() -> None:
     sizes = [50, 30, 70, 20, 50, 40, 30, 60]
     sim, ext = cluster(FGD, 2, 2, 1), cluster(FGD, 2, 2, 1)
-    sim_index, ext_index = NodeScoreIndex(sim, ARGS.weights), NodeScoreIndex(ext, ARGS.weights)
+    sim_index, ext_index = (
+        NodeScoreIndex(sim, ARGS.gpu_fit.weights),
+        NodeScoreIndex(ext, ARGS.gpu_fit.weights),
+    )
     names = sorted(ext.nodes)
     for i, size in enumerate(sizes):
         uid = f"p{i}"
         pod = request(uid, (str(size), f"{size}Gi"))
-        decision = decide_indexed(sim_index, pod, AllNodesPass(), ARGS, WEIGHTS, reasons=False)
-        answer = filter_worker(ext_index, worker(uid, str(size), f"{size}Gi"), names,
-                               AllNodesPass(), ARGS, WEIGHTS, now=0.0)  # fmt: skip
+        decision = decide_indexed(sim_index, pod, AllNodesPass(), profile=ARGS, reasons=False)
+        answer = filter_worker(
+            ext_index,
+            worker(uid, str(size), f"{size}Gi"),
+            node_names=names,
+            native=AllNodesPass(),
+            profile=ARGS,
+            now=0.0,
+        )
         if decision.node is None:
             assert answer.assumed is None
             continue
@@ -289,13 +298,15 @@ def test_a_cpu_heavy_pod_goes_where_it_strands_no_gpu() -> None:
         allocator.workload_mix(POOL).observe(pod, 4000)
     view = CPUView(request=8000, free={"node-a": 10_000, "node-b": 40_000})
     pod = request("new", percent="20")
-    index = NodeScoreIndex(allocator, ARGS.weights)
-    fast = decide_indexed(index, pod, view, ARGS, WEIGHTS, reasons=False)
-    full = decide(allocator, pod, view, sorted(allocator.nodes), ARGS, WEIGHTS)
+    index = NodeScoreIndex(allocator, ARGS.gpu_fit.weights)
+    fast = decide_indexed(index, pod, view, profile=ARGS, reasons=False)
+    full = decide(allocator, pod, view, sorted(allocator.nodes), profile=ARGS)
     assert fast.node == full.node == "node-b"
     roomy = CPUView(request=8000, free={"node-a": 40_000, "node-b": 10_000})
-    assert decide_indexed(index, request("n2", percent="20"), roomy, ARGS, WEIGHTS,
-                          reasons=False).node == "node-a"  # fmt: skip
+    assert (
+        decide_indexed(index, request("n2", percent="20"), roomy, profile=ARGS, reasons=False).node
+        == "node-a"
+    )
 
 
 def test_pods_of_one_class_decide_the_same_with_the_node_memo_as_without() -> None:
@@ -303,12 +314,17 @@ def test_pods_of_one_class_decide_the_same_with_the_node_memo_as_without() -> No
     # a long run of repeated classes decides exactly as fresh indexes do.
     sizes = [50, 30, 50, 30, 20, 50, 30, 20, 70, 30, 50]
     kept, fresh = cluster(FGD, 2, 2, 1), cluster(FGD, 2, 2, 1)
-    kept_index = NodeScoreIndex(kept, ARGS.weights)
+    kept_index = NodeScoreIndex(kept, ARGS.gpu_fit.weights)
     for i, size in enumerate(sizes):
         pod = request(f"p{i}", (str(size), f"{size}Gi"))
-        memo = decide_indexed(kept_index, pod, AllNodesPass(), ARGS, WEIGHTS, reasons=False)
-        new = decide_indexed(NodeScoreIndex(fresh, ARGS.weights), pod, AllNodesPass(), ARGS,
-                             WEIGHTS, reasons=False)  # fmt: skip
+        memo = decide_indexed(kept_index, pod, AllNodesPass(), profile=ARGS, reasons=False)
+        new = decide_indexed(
+            NodeScoreIndex(fresh, ARGS.gpu_fit.weights),
+            pod,
+            AllNodesPass(),
+            profile=ARGS,
+            reasons=False,
+        )
         assert (memo.node, memo.gpus) == (new.node, new.gpus)
         for allocator in (kept, fresh):
             if memo.node is not None:

@@ -10,6 +10,11 @@ import pytest
 import yaml
 
 from tensorfusion.adapters.package_data import default_scheduler_config
+from tensorfusion.domain.scheduling.kube_scheduler_config import (
+    EXTENDERS_ERROR,
+    derive_kube_scheduler_config,
+    extender_stanza,
+)
 from tensorfusion.domain.scheduling.native import (
     NodeResourcesFitArgs,
     ResourceWeight,
@@ -17,18 +22,16 @@ from tensorfusion.domain.scheduling.native import (
     ScoringStrategyType,
     ShapePoint,
 )
+from tensorfusion.domain.scheduling.placement import PlacementWeights
 from tensorfusion.domain.scheduling.scheduler_config import (
-    EXTENDERS_ERROR,
     GPUResourcesFitArgs,
     SchedulerConfigError,
     ScoreWeights,
-    TopologyPluginArgs,
-    derive_kube_scheduler_config,
-    extender_stanza,
     find_profile,
     index_resource_names,
     read_scheduler_settings,
 )
+from tensorfusion.domain.topology import TopologyArgs
 from tensorfusion.domain.vocabulary import TopologyMode, TopologySource, UnknownTopologyPolicy
 
 URL = "http://127.0.0.1:8082/scheduler"
@@ -62,8 +65,8 @@ def derive(config: dict[str, Any], **kwargs: Any) -> tuple[dict[str, Any], list[
 def test_default_config_settings() -> None:
     settings = read_scheduler_settings(default_scheduler_config())
     assert settings.scheduler_name == "tensor-fusion-scheduler"
-    assert settings.gpu_resources_fit == GPUResourcesFitArgs(256, 0.7, 0.3)
-    assert settings.topology == TopologyPluginArgs()
+    assert settings.gpu_resources_fit == GPUResourcesFitArgs(256, PlacementWeights(0.7, 0.3))
+    assert settings.topology == TopologyArgs()
     assert settings.score_weights == ScoreWeights(node_resources_fit=1, gpu_resources_fit=5)
     assert settings.node_resources_fit == NodeResourcesFitArgs(
         ignored_resources=frozenset(index_resource_names()),
@@ -219,10 +222,10 @@ def test_wrong_api_version() -> None:
 
 def test_absent_args_are_defaults_not_zero() -> None:
     settings = read_scheduler_settings(minimal())
-    assert settings.gpu_resources_fit == GPUResourcesFitArgs(256, 0.7, 0.3)
+    assert settings.gpu_resources_fit == GPUResourcesFitArgs(256, PlacementWeights(0.7, 0.3))
     assert settings.topology.max_allowed_tier == 1
     partial = read_scheduler_settings(with_args("GPUResourcesFit", {"maxWorkerPerNode": 8}))
-    assert partial.gpu_resources_fit == GPUResourcesFitArgs(8, 0.7, 0.3)
+    assert partial.gpu_resources_fit == GPUResourcesFitArgs(8, PlacementWeights(0.7, 0.3))
     empty = read_scheduler_settings(with_args("GPUResourcesFit", None))
     assert empty.gpu_resources_fit == GPUResourcesFitArgs()
 
@@ -241,7 +244,7 @@ def test_topology_args() -> None:
         "preferLeastDamage": False,
     }
     settings = read_scheduler_settings(with_args("GPUNetworkTopologyAware", args))
-    assert settings.topology == TopologyPluginArgs(
+    assert settings.topology == TopologyArgs(
         TopologyMode.HARD, TopologySource.NUMA, 2, UnknownTopologyPolicy.REJECT, False
     )
 

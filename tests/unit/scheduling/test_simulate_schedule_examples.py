@@ -26,7 +26,6 @@ from tensorfusion.domain.scheduling.decision import NOT_SELECTED, decide, decide
 from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
-from tensorfusion.domain.scheduling.plugin_args import gpu_scheduling_args
 from tensorfusion.domain.scheduling.scheduler_config import read_scheduler_settings
 from tensorfusion.domain.simulate_schedule import UnknownNodesError, simulate_schedule
 from tensorfusion.sim import runner
@@ -244,13 +243,15 @@ def test_decisions_carry_the_message_of_every_node_the_example_shows(
         load_pod(pod), "p", "ml" if nodes else "default", "uid-p", advance_index=False
     )
     native.add_pod("uid-p", prepared.pod)
-    args, weights = gpu_scheduling_args(settings), settings.score_weights
+    args = settings.profile
     candidates = nodes or native.node_names()
-    index = NodeScoreIndex(virtual.allocator, args.weights)
-    full = decide(virtual.allocator, prepared.request, native.view("uid-p"), candidates, args,
-                  weights)  # fmt: skip
-    fast = decide_indexed(index, prepared.request, native.view("uid-p"), args, weights,
-                          set(candidates))  # fmt: skip
+    index = NodeScoreIndex(virtual.allocator, args.gpu_fit.weights)
+    full = decide(
+        virtual.allocator, prepared.request, native.view("uid-p"), candidates, profile=args
+    )
+    fast = decide_indexed(
+        index, prepared.request, native.view("uid-p"), profile=args, allowed=set(candidates)
+    )
     assert full.node == fast.node == expected["result"]["node"]
     for node in expected["nodes"]:
         if not node["selected"]:
@@ -269,15 +270,22 @@ def test_an_explanation_leaves_the_native_view_and_the_allocator_as_they_were() 
     preparer = PodPreparer(objects.pools, objects.quotas, objects.gpus)
     records = dict(virtual.allocator.records)
     body = simulate_schedule(
-        load_pod("guide_test_pod.yaml"), preparer, native, virtual.allocator,
-        gpu_scheduling_args(settings), settings.score_weights,
-    )  # fmt: skip
+        load_pod("guide_test_pod.yaml"),
+        preparer,
+        native,
+        virtual.allocator,
+        profile=settings.profile,
+    )
     assert body["result"]["schedulable"]
     assert native.pods == {} and all(not memo for memo in native.outcomes.values())
     assert virtual.allocator.records == records
     assert preparer.index.peek() == 1
     with pytest.raises(UnknownNodesError, match="unknown node"):
         simulate_schedule(
-            load_pod("guide_test_pod.yaml"), preparer, native, virtual.allocator,
-            gpu_scheduling_args(settings), settings.score_weights, nodes=["node-z"],
-        )  # fmt: skip
+            load_pod("guide_test_pod.yaml"),
+            preparer,
+            native,
+            virtual.allocator,
+            profile=settings.profile,
+            nodes=["node-z"],
+        )

@@ -17,7 +17,9 @@ __all__ = [
     "GPUState",
     "RunningPod",
     "RunningWorkload",
+    "resource_failure",
     "room_failure",
+    "whole_card_failure",
 ]
 
 TENSOR_FUSION_USER = "tensor-fusion"
@@ -171,25 +173,39 @@ def room_failure(
     """Why the GPU has no room for the request (§4 stages 5-6), or None: (whole-card stage,
     reason; the reason of a resource shortfall only with `explain`). The one capacity check,
     used by the filter and by `restore`."""
+    whole = whole_card_failure(gpu, request)
+    if whole is not None:
+        return request.isolation in WHOLE_CARD_MODES, whole
+    shortfall = resource_failure(gpu, request, explain)
+    return None if shortfall is None else (False, shortfall)
+
+
+def whole_card_failure(gpu: GPUState, request: AllocationRequest) -> str | None:
+    """A whole-card request on a GPU that is not idle, or another on a GPU held whole."""
     if request.isolation in WHOLE_CARD_MODES:
         if not gpu.is_idle():
-            return True, "GPU is not idle"
+            return "GPU is not idle"
     elif gpu.whole_holders:
-        return False, "GPU is held whole by a shared pod"
+        return "GPU is held whole by a shared pod"
+    return None
+
+
+def resource_failure(gpu: GPUState, request: AllocationRequest, explain: bool) -> str | None:
+    """Effective free TFLOPs or VRAM short of the request (the text only with `explain`)."""
     need = request.request
     need_tflops = (
         need.tflops_milli if not need.percent_milli else need.tflops_on(gpu.capacity_tflops)
     )
     eff_tflops = gpu.available_tflops - gpu.assumed_tflops
     if need_tflops and eff_tflops < need_tflops:
-        return False, (
+        return (
             f"available tflops {format_milli(eff_tflops)} < request {format_milli(need_tflops)}"
             if explain
             else ""
         )
     eff_vram = gpu.available_vram - gpu.assumed_vram
     if need.vram_bytes and eff_vram < need.vram_bytes:
-        return False, (
+        return (
             f"available vram {format_bytes(eff_vram)} < request {format_bytes(need.vram_bytes)}"
             if explain
             else ""

@@ -18,7 +18,6 @@ from typing import Final
 
 from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAmount
 from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES
-from tensorfusion.domain.allocator.placement import PlacementWeights
 
 __all__ = ["MixSnapshot", "NodeFragments", "RequestClass", "WorkloadMix", "cpu_class"]
 
@@ -87,8 +86,8 @@ class MixSnapshot:
     weights: tuple[int, ...]
     serial: int = 0
     """Tells snapshots of one mix apart (memo keys outside the snapshot)."""
-    measure: PlacementWeights | None = None
-    """The weights of free TFLOPs and VRAM in the fragmentation measure (set on first use)."""
+    measure: tuple[float, float] | None = None
+    """The weights of free VRAM and TFLOPs in the fragmentation measure (set on first use)."""
     gpu_memo: dict[tuple[object, ...], tuple[int, tuple[bool, ...]]] = field(default_factory=dict)
     node_memo: dict[tuple[tuple[object, ...], ...], NodeFragments] = field(default_factory=dict)
 

@@ -19,11 +19,13 @@ from tensorfusion.domain.doctor.static_checks_context import (
     truthy,
 )
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES
-from tensorfusion.domain.scheduling.scheduler_config import (
+from tensorfusion.domain.scheduling.kube_scheduler_config import (
     EXTENDERS_ERROR,
+    derive_kube_scheduler_config,
+)
+from tensorfusion.domain.scheduling.scheduler_config import (
     GPU_PLUGINS,
     SchedulerConfigError,
-    derive_kube_scheduler_config,
     find_profile,
     read_scheduler_settings,
     scheduler_config_from_yaml,

@@ -1,6 +1,6 @@
 """The extender's `bind` for a TF worker (scheduling.md §12 "Bind", §8 `container-gpus`).
 
-`plan_bind` runs step 4 under the allocator lock: it keeps a committed record, re-validates
+`reserve_for_bind` runs step 4 under the allocator lock: it keeps a committed record, re-validates
 the pod's assumption on the node, or evaluates the node alone and assumes; it returns the pod
 patch of step 5 (`gpu-ids`, `index`, `effective-hard-sm-percent`, `container-gpus`; a bind key
 left by an earlier bind whose Binding was never posted is removed). The shell then patches the
@@ -18,18 +18,15 @@ from typing import Any, Final
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocation_seal import seal
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.filter_chain import node_health_failure
-from tensorfusion.domain.allocator.gpu_stages import revalidation_failure
 from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs, RequestContext
-from tensorfusion.domain.annotations import (
-    KEYS,
-    IndexResourceError,
-    Keys,
-    pod_index_from_containers,
-)
+from tensorfusion.domain.annotations import KEYS, IndexResourceError, pod_index_from_containers
 from tensorfusion.domain.json_patch import pointer
-from tensorfusion.domain.scheduling.decision import NativeView, ScoreWeights, decide
+from tensorfusion.domain.object_views import annotations_of, metadata_of
+from tensorfusion.domain.scheduling.decision import NativeView, decide
+from tensorfusion.domain.scheduling.filter_chain import node_health_failure
+from tensorfusion.domain.scheduling.gpu_filters import revalidation_failure
+from tensorfusion.domain.scheduling.request_context import RequestContext
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import IsolationMode
 
 __all__ = [
@@ -43,8 +40,8 @@ __all__ = [
     "bind_patch",
     "container_gpus",
     "effective_hard_sm_percent",
-    "plan_bind",
     "pod_index_of",
+    "reserve_for_bind",
     "rollback_patch",
 ]
 
@@ -81,10 +78,10 @@ class BindPlan:
     events: tuple[BindEvent, ...] = ()
 
 
-def pod_index_of(pod: Mapping[str, Any], keys: Keys = KEYS) -> int:
+def pod_index_of(pod: Mapping[str, Any]) -> int:
     """The pod index p from the pod's `index_*` limit (§12 step 3); BindRefusedError if none."""
     try:
-        index = pod_index_from_containers(pod, keys)
+        index = pod_index_from_containers(pod, KEYS)
     except IndexResourceError as error:
         raise BindRefusedError(f"{NO_INDEX_MESSAGE}: {error}") from None
     if index is None:
@@ -92,23 +89,22 @@ def pod_index_of(pod: Mapping[str, Any], keys: Keys = KEYS) -> int:
     return index
 
 
-def plan_bind(
+def reserve_for_bind(
     allocator: Allocator,
     request: AllocationRequest,
+    *,
     node: str,
     pod: Mapping[str, Any],
     native: NativeView,
-    args: GPUSchedulingArgs,
-    weights: ScoreWeights,
+    profile: SchedulingProfile,
     now: float,
-    keys: Keys = KEYS,
 ) -> BindPlan:
     """Step 4 of §12 for `request` on `node`; the allocator holds an assumption afterwards.
 
     Raises BindRefusedError with the stage message when the node no longer fits (the pod's
     assumption, if any, is released first).
     """
-    index = pod_index_of(pod, keys)
+    index = pod_index_of(pod)
     uid = request.pod_uid
     record = allocator.records.get(uid)
     if record is not None and record.state is RecordState.COMMITTED:
@@ -117,24 +113,24 @@ def plan_bind(
         allocator.release(uid)
         record = None
     if record is not None and record.node == node:
-        problem = _revalidation_problem(allocator, record, args)
+        problem = _revalidation_problem(allocator, record, profile)
         if problem is not None:
             allocator.release(uid)
             raise BindRefusedError(problem)
     else:
         allocator.release(uid)
-        decision = decide(allocator, request, native, [node], args, weights)
+        decision = decide(allocator, request, native, [node], profile=profile)
         if decision.node is None:
             raise BindRefusedError(decision.rejection_message(node))
         record = allocator.assume(request, node, decision.gpus, now)
-    patch, events = bind_patch(record, index, pod, allocator, keys)
+    patch, events = bind_patch(record, index, pod, allocator)
     return BindPlan(record, False, patch, events)
 
 
 def _revalidation_problem(
-    allocator: Allocator, record: AllocationRecord, args: GPUSchedulingArgs
+    allocator: Allocator, record: AllocationRecord, profile: SchedulingProfile
 ) -> str | None:
-    ctx = RequestContext.build(allocator, record.request, args)
+    ctx = RequestContext.build(allocator, record.request, profile)
     for name in record.gpus:
         gpu = allocator.gpus.get(name)
         if gpu is None:
@@ -192,37 +188,36 @@ def bind_patch(
     index: int,
     pod: Mapping[str, Any],
     allocator: Allocator,
-    keys: Keys = KEYS,
 ) -> tuple[tuple[dict[str, Any], ...], tuple[BindEvent, ...]]:
     """The JSON patch of §12 step 5 and the events it raises."""
-    values: dict[str, str] = {keys.gpu_ids: ",".join(record.gpus), keys.index: str(index)}
+    values: dict[str, str] = {KEYS.gpu_ids: ",".join(record.gpus), KEYS.index: str(index)}
     if allocator.seal_key:
-        values[keys.allocation_seal] = seal(
+        values[KEYS.allocation_seal] = seal(
             allocator.seal_key, uid=record.request.pod_uid, node=record.node, gpus=record.gpus
         )
     first = allocator.gpus.get(record.gpus[0]) if record.gpus else None
     percent = effective_hard_sm_percent(record.request, first.capacity_tflops if first else 0)
     if percent is not None:
-        values[keys.effective_hard_sm_percent] = str(percent)
+        values[KEYS.effective_hard_sm_percent] = str(percent)
     split, event = container_gpus(record.request, record.gpus)
     if split is not None:
-        values[keys.container_gpus] = json.dumps(split, separators=(",", ":"))
-    return _annotation_patch(pod, values, _bind_keys(keys)), (() if event is None else (event,))
+        values[KEYS.container_gpus] = json.dumps(split, separators=(",", ":"))
+    return _annotation_patch(pod, values, _BIND_KEYS), (() if event is None else (event,))
 
 
-def rollback_patch(pod: Mapping[str, Any], keys: Keys = KEYS) -> tuple[dict[str, Any], ...]:
+def rollback_patch(pod: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
     """Best-effort removal of what `bind_patch` wrote, for the keys the pod now carries."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    annotations = annotations_of(pod)
     return tuple(
         {"op": "remove", "path": pointer("metadata", "annotations", key)}
-        for key in _bind_keys(keys)
+        for key in _BIND_KEYS
         if key in annotations
     )
 
 
-def _bind_keys(keys: Keys) -> tuple[str, ...]:
-    return (keys.gpu_ids, keys.index, keys.effective_hard_sm_percent, keys.container_gpus,
-            keys.allocation_seal)  # fmt: skip
+_BIND_KEYS: Final = (KEYS.gpu_ids, KEYS.index, KEYS.effective_hard_sm_percent,
+                     KEYS.container_gpus, KEYS.allocation_seal)  # fmt: skip
+"""The annotations a bind writes."""
 
 
 def allocated_event(record: AllocationRecord) -> BindEvent:
@@ -239,7 +234,7 @@ def _annotation_patch(
 ) -> tuple[dict[str, Any], ...]:
     """Sets `values`, and removes the bind keys the pod carries that `values` does not set (left
     by an earlier bind that posted no Binding), so the pod ends with exactly this bind's."""
-    annotations = (pod.get("metadata") or {}).get("annotations")
+    annotations = metadata_of(pod).get("annotations")
     if annotations is None:
         return ({"op": "add", "path": "/metadata/annotations", "value": dict(values)},)
     stale = tuple(

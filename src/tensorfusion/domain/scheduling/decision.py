@@ -15,27 +15,23 @@ from typing import Any, Final, Protocol
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.filter_chain import (
-    NodeEvaluation,
-    choose_gpus,
-    evaluate_node,
-    not_in_pool_message,
-)
-from tensorfusion.domain.allocator.request_context import (
-    GPUSchedulingArgs,
-    RequestContext,
-)
 from tensorfusion.domain.quantities import format_bytes
-from tensorfusion.domain.scheduling import fragmentation_choice as fragmentation
 from tensorfusion.domain.scheduling.explanation_json import (
     node_json,
     quota_json,
     request_json,
     stage_report,
 )
+from tensorfusion.domain.scheduling.filter_chain import (
+    NodeEvaluation,
+    choose_gpus,
+    evaluate_node,
+    not_in_pool_message,
+)
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
-from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
-from tensorfusion.domain.vocabulary import PlacementMode
+from tensorfusion.domain.scheduling.placement_modes import Choice
+from tensorfusion.domain.scheduling.request_context import RequestContext
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile, ScoreWeights
 
 __all__ = [
     "NOT_SELECTED",
@@ -125,13 +121,13 @@ def decide(
     request: AllocationRequest,
     native: NativeView,
     candidates: Iterable[str],
-    args: GPUSchedulingArgs,
-    weights: ScoreWeights,
+    *,
+    profile: SchedulingProfile,
 ) -> Decision:
     """Pick the node with the best combined score and its GPUs; nothing is changed."""
-    ctx = RequestContext.build(allocator, request, args)
-    fragmentation.observe(ctx, native)
-    return _evaluate_all(ctx, native, candidates, weights, explain=False).decision
+    ctx = RequestContext.build(allocator, request, profile)
+    ctx.placement.observe(ctx, native)
+    return _evaluate_all(ctx, native, candidates, explain=False).decision
 
 
 @dataclass(slots=True)
@@ -145,7 +141,6 @@ def _evaluate_all(
     ctx: RequestContext,
     native: NativeView,
     candidates: Iterable[str],
-    weights: ScoreWeights,
     explain: bool,
 ) -> _Evaluated:
     """Evaluate every candidate node and choose (§7.6); with `explain`, keep every outcome."""
@@ -154,11 +149,12 @@ def _evaluate_all(
     rejected: Counter[str] = Counter()
     evaluated = 0
     nodes = ctx.allocator.nodes
+    weights = ctx.profile.weights
     wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
     native_rejections: dict[str, tuple[str, str]] = {}
     evaluations: dict[str, NodeEvaluation] = {}
     messages: dict[str, str] = {}
-    least_fragmenting = ctx.placement_mode is PlacementMode.FRAGMENTATION_AWARE
+    own_algorithm = ctx.placement.own_algorithm
     feasible: list[tuple[NodeEvaluation, int]] = []
     for name in candidates:
         evaluated += 1
@@ -182,13 +178,13 @@ def _evaluate_all(
             messages[name] = ev.message or ev.rejected_at
             continue
         fit = native.fit(name)
-        if least_fragmenting:
+        if own_algorithm:
             feasible.append((ev, fit))
             continue
         key = (wfit * fit + wgpu * ev.node_score, ev.node_score, name)
         if _better(key, best):
             best, best_ev = key, ev
-    choice = fragmentation.choose(ctx, feasible, wfit, wgpu, native) if least_fragmenting else None
+    choice = ctx.placement.choose(ctx, feasible, weights, native) if own_algorithm else None
     if choice is not None:
         decision = _chosen(choice, messages)
     elif best is None or best_ev is None:
@@ -200,8 +196,8 @@ def _evaluate_all(
     return _Evaluated(decision, native_rejections, evaluations)
 
 
-def _chosen(choice: fragmentation.Choice, messages: dict[str, str]) -> Decision:
-    """The decision of a FragmentationAware choice."""
+def _chosen(choice: Choice, messages: dict[str, str]) -> Decision:
+    """The decision of a placement mode's own choice."""
     return Decision(choice.node, choice.gpus, choice.selection, None, choice.combined, messages)
 
 
@@ -209,8 +205,8 @@ def decide_indexed(
     index: NodeScoreIndex,
     request: AllocationRequest,
     native: NativeView,
-    args: GPUSchedulingArgs,
-    weights: ScoreWeights,
+    *,
+    profile: SchedulingProfile,
     allowed: Collection[str] | None = None,
     reasons: bool = True,
 ) -> Decision:
@@ -223,18 +219,19 @@ def decide_indexed(
     a full scan), no reason text is built, and a pod that the pool's free GPU amounts or the
     nodes' free CPU, memory and pod slots rule out is turned down without opening a node.
     """
-    if index.weights != args.weights:
+    fit_weights = profile.gpu_fit.weights
+    if index.weights != fit_weights:
         raise ValueError(
-            f"node index weights {index.weights} differ from the plugin weights {args.weights}"
+            f"node index weights {index.weights} differ from the plugin weights {fit_weights}"
         )
     index.sync()
     allocator = index.allocator
-    ctx = RequestContext.build(allocator, request, args)
-    fragmentation.observe(ctx, native)
+    ctx = RequestContext.build(allocator, request, profile)
+    ctx.placement.observe(ctx, native)
     if ctx.quota_rejection is not None:
         if not reasons:
             return Decision(None, (), None, ctx.quota_rejection)
-        return _full_scan(allocator, request, native, allowed, args, weights)
+        return _full_scan(allocator, request, native, allowed, profile)
     count = request.count
     pool = request.pool
     need_vram = request.request.vram_bytes
@@ -242,14 +239,14 @@ def decide_indexed(
         not index.may_hold(pool, count, request.request) or not native.fits_somewhere()
     ):
         return Decision(None, (), None, None)
-    if ctx.placement_mode is PlacementMode.FRAGMENTATION_AWARE:
+    if ctx.placement.own_algorithm:
         if reasons:  # the scan gives every node its reason; it evaluates all nodes anyway
-            return _full_scan(allocator, request, native, allowed, args, weights)
-        choice = fragmentation.decide_fast(index, ctx, native, allowed, weights)
+            return _full_scan(allocator, request, native, allowed, profile)
+        choice = ctx.placement.decide_fast(index, ctx, native, allowed, profile.weights)
         return Decision(None, (), None, None) if choice is None else _chosen(choice, {})
     fit_bound = native.fit_bound()
     nodes = allocator.nodes
-    wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
+    wfit, wgpu = profile.weights.node_resources_fit, profile.weights.gpu_resources_fit
     rejections: dict[str, str] = {}
     rejection, admitted_fit, fit_of = native.rejection, native.admitted_fit, native.fit
     if allowed is not None and not isinstance(allowed, set | frozenset | dict):
@@ -314,7 +311,7 @@ def decide_indexed(
             heapq.heappush(heap, (-(wfit * fit + wgpu * bound), -bound, name, name in exact, fit))
     if not reasons:
         return Decision(None, (), None, None)
-    return _full_scan(allocator, request, native, allowed, args, weights)
+    return _full_scan(allocator, request, native, allowed, profile)
 
 
 def _reject_short_of_vram(
@@ -350,11 +347,10 @@ def _full_scan(
     request: AllocationRequest,
     native: NativeView,
     allowed: Collection[str] | None,
-    args: GPUSchedulingArgs,
-    weights: ScoreWeights,
+    profile: SchedulingProfile,
 ) -> Decision:
     names = sorted(allocator.nodes) if allowed is None else sorted(allowed)
-    return decide(allocator, request, native, names, args, weights)
+    return decide(allocator, request, native, names, profile=profile)
 
 
 def unschedulable_message(total: int, rejected: Counter[str]) -> str:
@@ -368,19 +364,19 @@ def explain(
     request: AllocationRequest,
     native: NativeView,
     candidates: Sequence[str],
-    args: GPUSchedulingArgs,
-    weights: ScoreWeights,
+    *,
+    profile: SchedulingProfile,
 ) -> dict[str, Any]:
     """The `request`, `quota`, `result`, `stages`, `skippedStages` and `nodes` of §16.1."""
-    ctx = RequestContext.build(allocator, request, args)
+    ctx = RequestContext.build(allocator, request, profile)
     names = sorted(set(candidates))
-    outcome = _evaluate_all(ctx, native, names, weights, explain=True)
+    outcome = _evaluate_all(ctx, native, names, explain=True)
     decision, evaluations = outcome.decision, outcome.evaluations
     native_rejections = outcome.native_rejections
     stages, skipped = stage_report(ctx, evaluations)
     nodes_json = [
         node_json(ctx, name, evaluations.get(name), native_rejections.get(name), native,
-                   weights, decision)
+                   decision)
         for name in names
     ]  # fmt: skip
     return {

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tensorfusion.domain.allocator.filter_chain import NodeEvaluation
-from tensorfusion.domain.allocator.request_context import GPU_STAGES, RequestContext
+from tensorfusion.domain.scheduling.filter_chain import NodeEvaluation
+from tensorfusion.domain.scheduling.gpu_filters import GPU_STAGES
+from tensorfusion.domain.scheduling.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from tensorfusion.domain.scheduling.decision import Decision, NativeView, ScoreWeights
+    from tensorfusion.domain.scheduling.decision import Decision, NativeView
 
 __all__ = ["node_json", "quota_json", "request_json", "stage_report"]
 
 
 def request_json(ctx: RequestContext) -> dict[str, Any]:
+    """The `request` object: the pool, count, amounts, filters, mode and topology."""
     r = ctx.request
     return {
         "pool": r.pool,
@@ -35,6 +37,7 @@ def request_json(ctx: RequestContext) -> dict[str, Any]:
 
 
 def quota_json(ctx: RequestContext) -> dict[str, Any]:
+    """The `quota` object: the namespace quota and its verdict."""
     quota = ctx.allocator.quotas.get(ctx.request.namespace)
     return {
         "namespace": ctx.request.namespace,
@@ -49,8 +52,6 @@ def stage_report(
     ctx: RequestContext, evaluations: dict[str, NodeEvaluation]
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The `stages` (GPUs in and out per GPU stage) and the `skippedStages`."""
-    """The `quota` object: the namespace quota and its verdict."""
-    """The `request` object: the pool, count, amounts, filters, mode and topology."""
     removed: list[list[dict[str, str]]] = [[] for _ in GPU_STAGES]
     total = 0
     for name in sorted(evaluations):
@@ -81,7 +82,6 @@ def node_json(
     ev: NodeEvaluation | None,
     native_rejection: tuple[str, str] | None,
     native: NativeView,
-    weights: ScoreWeights,
     decision: Decision,
 ) -> dict[str, Any]:
     """One entry of `nodes`: verdict, scores, topology and per-GPU outcome."""
@@ -95,6 +95,7 @@ def node_json(
     score = None
     message = ev.message
     if ev.rejected_at is None:
+        weights = ctx.profile.weights
         fit = native.fit(name)
         score = {
             "nodeResourcesFit": fit,

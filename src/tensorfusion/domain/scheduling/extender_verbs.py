@@ -23,17 +23,12 @@ from typing import Any, Final
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.progressive_migration import native_gpu_pod_rejection
 from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
-from tensorfusion.domain.allocator.request_context import GPUSchedulingArgs
 from tensorfusion.domain.annotation_errors import AnnotationError
-from tensorfusion.domain.annotations import KEYS, Keys
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES, has_native_gpus
+from tensorfusion.domain.object_views import labels_of
 from tensorfusion.domain.pod_request import request_from_pod
-from tensorfusion.domain.scheduling.decision import (
-    NativeView,
-    ScoreWeights,
-    decide,
-    decide_indexed,
-)
+from tensorfusion.domain.scheduling.decision import NativeView, decide, decide_indexed
 from tensorfusion.domain.scheduling.extender_protocol import (
     MAX_EXTENDER_PRIORITY,
     MIN_EXTENDER_PRIORITY,
@@ -42,6 +37,7 @@ from tensorfusion.domain.scheduling.extender_protocol import (
     host_priorities,
 )
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 
 __all__ = [
     "ALLOCATOR_NOT_READY",
@@ -69,11 +65,9 @@ def pod_kind(
     *,
     progressive_migration: bool,
     native_resources: Mapping[str, str] = DEFAULT_NATIVE_RESOURCES,
-    keys: Keys = KEYS,
 ) -> PodKind:
     """A TF worker by its label; a native-GPU pod only with progressive migration on."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    if labels.get(keys.component) == "worker":
+    if labels_of(pod).get(KEYS.component) == "worker":
         return PodKind.WORKER
     if progressive_migration and has_native_gpus(pod, native_resources):
         return PodKind.NATIVE_GPU
@@ -93,17 +87,16 @@ class FilterAnswer:
 def filter_worker(
     index: NodeScoreIndex,
     pod: Mapping[str, Any],
+    *,
     node_names: Sequence[str],
     native: NativeView,
-    args: GPUSchedulingArgs,
-    weights: ScoreWeights,
+    profile: SchedulingProfile,
     now: float,
-    keys: Keys = KEYS,
 ) -> FilterAnswer:
     """Choose one node and GPUs for a TF worker among `node_names` and assume them."""
     allocator = index.allocator
     try:
-        request = request_from_pod(pod, keys)
+        request = request_from_pod(pod, KEYS)
     except AnnotationError as error:
         message = f"pod annotations: {error.message}"
         return FilterAnswer(
@@ -123,10 +116,10 @@ def filter_worker(
     _release_assumption(allocator, request.pod_uid)
     # The quick walk records no reasons: with a node chosen, kube-scheduler shows no per-node
     # reason anyway; only an unplaceable pod needs them, and gets the full evaluation.
-    decision = decide_indexed(index, request, native, args, weights, allowed=node_names,
+    decision = decide_indexed(index, request, native, profile=profile, allowed=node_names,
                               reasons=False)  # fmt: skip
     if decision.node is None:
-        decision = decide(allocator, request, native, node_names, args, weights)
+        decision = decide(allocator, request, native, node_names, profile=profile)
     if decision.node is None:
         reasons = {name: decision.rejection_message(name) for name in node_names}
         return FilterAnswer(

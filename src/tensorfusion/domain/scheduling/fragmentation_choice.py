@@ -19,69 +19,40 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, cast
+from typing import Final, cast
 
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.filter_chain import NodeEvaluation, choose_gpus, evaluate_node
-from tensorfusion.domain.allocator.fragmentation import (
+from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES
+from tensorfusion.domain.allocator.workload_mix import MixSnapshot
+from tensorfusion.domain.scheduling.filter_chain import NodeEvaluation, choose_gpus, evaluate_node
+from tensorfusion.domain.scheduling.fragmentation import (
     CPUChange,
     GPUKey,
     gpu_key,
     node_fragments,
     placement_delta,
 )
-from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES
-from tensorfusion.domain.allocator.placement import PlacementWeights
-from tensorfusion.domain.allocator.request_context import RequestContext
-from tensorfusion.domain.allocator.workload_mix import MixSnapshot
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
+from tensorfusion.domain.scheduling.placement import PlacementWeights
+from tensorfusion.domain.scheduling.placement_modes import Choice, CPURoom, NativeAdmits
+from tensorfusion.domain.scheduling.request_context import RequestContext
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 from tensorfusion.domain.vocabulary import PlacementMode
 
 __all__ = [
+    "FRAGMENTATION_AWARE",
     "CPUOnlyCost",
-    "CPURoom",
-    "Choice",
+    "FragmentationAware",
     "choose",
     "cpu_only_cost",
     "decide_fast",
     "feasible_indexed",
     "gpus_for",
-    "observe",
     "request_class_key",
 ]
 
 _FEW = 16
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """The chosen node, its GPUs, how they were chosen, the combined score and the increase
-    of expected fragmentation."""
-
-    node: str
-    gpus: tuple[str, ...]
-    selection: str
-    combined: int
-    delta: int
-
-
-class CPURoom(Protocol):
-    """The pod's CPU request and the nodes' free CPU, from the native view."""
-
-    def cpu_request(self) -> int:
-        """The pod's CPU request in millicores."""
-
-    def cpu_free(self, node: str) -> int | None:
-        """The node's allocatable CPU less the requests bound to it (None: unknown node)."""
-
-
-def observe(ctx: RequestContext, room: CPURoom | None = None) -> None:
-    """Record the request's arrival in its pool's mix, in FragmentationAware pools."""
-    if ctx.placement_mode is PlacementMode.FRAGMENTATION_AWARE:
-        cpu = room.cpu_request() if room is not None else 0
-        ctx.allocator.workload_mix(ctx.request.pool).observe(ctx.request, cpu)
 
 
 def gpus_for(
@@ -92,7 +63,7 @@ def gpus_for(
     request = ctx.request
     count, need = request.count, request.request
     whole = request.isolation in WHOLE_CARD_MODES
-    weights = ctx.args.weights
+    weights = ctx.profile.gpu_fit.weights
     keys: list[GPUKey] = [gpu_key(g) for g in ev.pool_gpus]
     position = {g.name: i for i, g in enumerate(ev.pool_gpus)}
     if count > 1 or count == len(ev.valid):
@@ -254,11 +225,41 @@ def cpu_only_cost(
     return CPUOnlyCost(delta, units // cores_left)
 
 
-class NativeAdmits(CPURoom, Protocol):
-    """The part of the native view the collection needs."""
+@dataclass(frozen=True, slots=True)
+class FragmentationAware:
+    """The mode's plugin: learns the pool's request mix and picks the least-fragmenting node."""
 
-    def admits(self, node: str) -> bool:
-        """Whether every native filter passes on the node."""
+    mode: PlacementMode = PlacementMode.FRAGMENTATION_AWARE
+    node_by_available: bool = False
+    gpu_by_available: bool = False
+    own_algorithm: bool = True
 
-    def fit(self, node: str) -> int:
-        """NodeResourcesFit score 0..100 of the pod on the node."""
+    def observe(self, ctx: RequestContext, room: CPURoom | None) -> None:
+        """Record the request's arrival in its pool's mix."""
+        cpu = room.cpu_request() if room is not None else 0
+        ctx.allocator.workload_mix(ctx.request.pool).observe(ctx.request, cpu)
+
+    def choose(
+        self,
+        ctx: RequestContext,
+        feasible: Sequence[tuple[NodeEvaluation, int]],
+        weights: ScoreWeights,
+        room: CPURoom | None,
+    ) -> Choice | None:
+        """The least-fragmenting of the feasible nodes."""
+        return choose(ctx, feasible, weights.node_resources_fit, weights.gpu_resources_fit, room)
+
+    def decide_fast(
+        self,
+        index: NodeScoreIndex,
+        ctx: RequestContext,
+        native: NativeAdmits,
+        allowed: Collection[str] | None,
+        weights: ScoreWeights,
+    ) -> Choice | None:
+        """The least-fragmenting node of the pool's indexed nodes."""
+        return decide_fast(index, ctx, native, allowed, weights)
+
+
+FRAGMENTATION_AWARE: Final = FragmentationAware()
+"""The registered plugin (the package's `__init__`)."""

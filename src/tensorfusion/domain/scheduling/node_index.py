@@ -17,11 +17,6 @@ from dataclasses import dataclass, field
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.change_feed import ChangeCursor
-from tensorfusion.domain.allocator.placement import (
-    PlacementWeights,
-    node_level_uses_available,
-    node_term,
-)
 from tensorfusion.domain.allocator.records import NodeState
 from tensorfusion.domain.scheduling.free_ranks import (
     FreeGPUs,
@@ -30,6 +25,11 @@ from tensorfusion.domain.scheduling.free_ranks import (
     free_gpus,
     holds_compute,
 )
+from tensorfusion.domain.scheduling.placement import (
+    PlacementWeights,
+    node_term,
+)
+from tensorfusion.domain.scheduling.placement_modes import plugin_of
 
 __all__ = ["NodeScoreIndex", "node_score_bound"]
 
@@ -132,7 +132,7 @@ class NodeScoreIndex:
         cursor = self._cursor
         for pool, buckets in list(self._pools.items()):
             mode = allocator.pool(pool).placement_mode
-            if buckets.use_available != node_level_uses_available(mode):
+            if buckets.use_available != plugin_of(mode).node_by_available:
                 # The placement mode flipped the score direction: rebuild the pool's buckets.
                 del self._pools[pool]
                 for name, pools in self._pool_of_node.items():
@@ -235,7 +235,7 @@ class NodeScoreIndex:
         buckets = self._pools.get(pool)
         if buckets is None:
             mode = self.allocator.pool(pool).placement_mode
-            buckets = self._pools[pool] = _PoolBuckets(node_level_uses_available(mode))
+            buckets = self._pools[pool] = _PoolBuckets(plugin_of(mode).node_by_available)
         return buckets
 
     def _refresh(self, name: str) -> None:

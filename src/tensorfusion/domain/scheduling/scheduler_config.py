@@ -2,14 +2,13 @@
 
 `read_scheduler_settings` takes from the profile `<prefix>-scheduler` the GPU plugin arguments,
 the NodeResourcesFit arguments and the score weights of NodeResourcesFit and GPUResourcesFit
-(scheduling.md §7.1, §7.6, §10, §14). `derive_kube_scheduler_config` builds the configuration of
-the stock kube-scheduler child (§14 steps 1-5, the extender stanza of §15). Configs are plain
-dicts as YAML loads them; errors name the field path, the bad value and what is allowed.
+(scheduling.md §7.1, §7.6, §10, §14). The child kube-scheduler's configuration is derived in
+`kube_scheduler_config`. Configs are plain dicts as YAML loads them; errors name the field
+path, the bad value and what is allowed.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,12 +27,14 @@ from tensorfusion.domain.scheduling.native.resources_fit import (
     ScoringStrategyType,
     ShapePoint,
 )
+from tensorfusion.domain.scheduling.placement import PlacementWeights
+from tensorfusion.domain.topology import TopologyArgs
 from tensorfusion.domain.vocabulary import TopologyMode, TopologySource, UnknownTopologyPolicy
 
 __all__ = [
     "API_VERSION",
+    "CONFIG_ROOT",
     "DEFAULT_PREFIX",
-    "EXTENDERS_ERROR",
     "GPU_NETWORK_TOPOLOGY_AWARE",
     "GPU_PLUGINS",
     "GPU_RESOURCES_FIT",
@@ -41,12 +42,13 @@ __all__ = [
     "GPUResourcesFitArgs",
     "SchedulerConfigError",
     "SchedulerSettings",
+    "SchedulingProfile",
     "ScoreWeights",
-    "TopologyPluginArgs",
-    "derive_kube_scheduler_config",
-    "extender_stanza",
+    "check_header",
     "find_profile",
     "index_resource_names",
+    "integer_in_range",
+    "profile_name",
     "read_scheduler_settings",
     "scheduler_config_from_yaml",
     "scheduler_name",
@@ -58,11 +60,8 @@ DEFAULT_PREFIX: Final = "tensor-fusion"
 GPU_RESOURCES_FIT: Final = "GPUResourcesFit"
 GPU_NETWORK_TOPOLOGY_AWARE: Final = "GPUNetworkTopologyAware"
 GPU_PLUGINS: Final = frozenset({GPU_RESOURCES_FIT, GPU_NETWORK_TOPOLOGY_AWARE})
-EXTENDERS_ERROR: Final = (
-    "schedulerConfig.extenders is not supported: the controller adds its own extender"
-)
 
-_ROOT: Final = "schedulerConfig"
+CONFIG_ROOT: Final = "schedulerConfig"
 _DEFAULT_SCHEDULER_NAME: Final = "default-scheduler"
 _EXTENSION_POINTS: Final = (
     "multiPoint",
@@ -89,22 +88,11 @@ class SchedulerConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class GPUResourcesFitArgs:
-    """`GPUResourcesFit` args (§7.1); absent keys take these defaults, never 0."""
+    """`GPUResourcesFit` args (§7.1); absent keys take these defaults, never 0 (the weights'
+    defaults are `PlacementWeights`')."""
 
     max_worker_per_node: int = 256
-    vram_weight: float = 0.7
-    tflops_weight: float = 0.3
-
-
-@dataclass(frozen=True, slots=True)
-class TopologyPluginArgs:
-    """`GPUNetworkTopologyAware` args (§10); an explicit `maxAllowedTier: 0` stays 0."""
-
-    mode: TopologyMode = TopologyMode.SOFT
-    topology_source: TopologySource = TopologySource.AUTO
-    max_allowed_tier: int = 1
-    unknown_topology_policy: UnknownTopologyPolicy = UnknownTopologyPolicy.TREAT_AS_WORST
-    prefer_least_damage: bool = True
+    weights: PlacementWeights = field(default_factory=PlacementWeights)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,17 +104,33 @@ class ScoreWeights:
 
 
 @dataclass(frozen=True, slots=True)
+class SchedulingProfile:
+    """What one GPU decision takes from the scheduler profile: the arguments of the GPU
+    plugins (`GPUResourcesFit`, `GPUNetworkTopologyAware`, §10: `TopologyArgs`) and the
+    score weights."""
+
+    gpu_fit: GPUResourcesFitArgs = field(default_factory=GPUResourcesFitArgs)
+    topology: TopologyArgs = field(default_factory=TopologyArgs)
+    weights: ScoreWeights = field(default_factory=ScoreWeights)
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerSettings:
     """What the controller, the extender and the simulator take from the profile."""
 
     scheduler_name: str
     gpu_resources_fit: GPUResourcesFitArgs = field(default_factory=GPUResourcesFitArgs)
-    topology: TopologyPluginArgs = field(default_factory=TopologyPluginArgs)
+    topology: TopologyArgs = field(default_factory=TopologyArgs)
     node_resources_fit: NodeResourcesFitArgs = field(default_factory=NodeResourcesFitArgs)
     """As the child kube-scheduler applies them: `ignoredResources` are the extender's
     `ignoredByScheduler` names (kube-scheduler replaces the configured list with them)."""
     score_weights: ScoreWeights = field(default_factory=ScoreWeights)
     warnings: tuple[str, ...] = ()
+
+    @property
+    def profile(self) -> SchedulingProfile:
+        """The part of the settings a GPU decision takes."""
+        return SchedulingProfile(self.gpu_resources_fit, self.topology, self.score_weights)
 
 
 def scheduler_name(prefix: str = DEFAULT_PREFIX) -> str:
@@ -151,25 +155,25 @@ def find_profile(
     config: Mapping[str, Any], prefix: str = DEFAULT_PREFIX
 ) -> tuple[int, Mapping[str, Any]]:
     """Index and body of the profile `<prefix>-scheduler`; an error names both name sets."""
-    _check_header(config)
+    check_header(config)
     expected = scheduler_name(prefix)
     profiles = _profiles(config)
     found: list[str] = []
     matches: list[int] = []
     for index, profile in enumerate(profiles):
-        name = _profile_name(profile, index)
+        name = profile_name(profile, index)
         found.append(name)
         if name == expected:
             matches.append(index)
     if len(matches) > 1:
         raise SchedulerConfigError(
-            f"{_ROOT}.profiles: profile {expected!r} appears {len(matches)} times "
+            f"{CONFIG_ROOT}.profiles: profile {expected!r} appears {len(matches)} times "
             f"(at indices {', '.join(map(str, matches))}); scheduler names must be unique"
         )
     if not matches:
         names = ", ".join(repr(n) for n in found) or "none"
         raise SchedulerConfigError(
-            f"{_ROOT}.profiles: no profile named {expected!r} "
+            f"{CONFIG_ROOT}.profiles: no profile named {expected!r} "
             f"(schedulerName = TENSOR_FUSION_CUSTOM_DOMAIN_PREFIX {prefix!r} + '-scheduler'); "
             f"profiles found: {names}"
         )
@@ -181,7 +185,7 @@ def read_scheduler_settings(
 ) -> SchedulerSettings:
     """Validate the config and read our profile's plugin args and score weights."""
     index, profile = find_profile(config, prefix)
-    path = f"{_ROOT}.profiles[{index}]"
+    path = f"{CONFIG_ROOT}.profiles[{index}]"
     warnings: list[str] = []
     entries = _plugin_config(profile, path)
     gpu_fit = _gpu_resources_fit_args(entries.get(GPU_RESOURCES_FIT), warnings)
@@ -199,93 +203,6 @@ def read_scheduler_settings(
     )
 
 
-def extender_stanza(
-    extender_url: str, managed_resources: Sequence[str], *, domain: str = "tensor-fusion.ai"
-) -> dict[str, Any]:
-    """Our `extenders[]` entry (§15): index resources ignored, native GPU names not."""
-    index_names = index_resource_names(domain)
-    managed = [{"name": name, "ignoredByScheduler": True} for name in index_names]
-    seen = set(index_names)
-    for name in managed_resources:
-        if name not in seen:
-            seen.add(name)
-            managed.append({"name": name, "ignoredByScheduler": False})
-    return {
-        "urlPrefix": extender_url,
-        "filterVerb": "filter",
-        "prioritizeVerb": "prioritize",
-        "bindVerb": "bind",
-        "weight": 5,
-        "enableHTTPS": False,
-        "httpTimeout": "30s",
-        "nodeCacheCapable": True,
-        "ignorable": False,
-        "managedResources": managed,
-    }
-
-
-def derive_kube_scheduler_config(
-    config: Mapping[str, Any],
-    *,
-    prefix: str = DEFAULT_PREFIX,
-    extender_url: str,
-    managed_resources: Sequence[str],
-    kubeconfig: str,
-    domain: str | None = None,
-) -> tuple[dict[str, Any], list[str]]:
-    """The stock kube-scheduler's configuration (§14 steps 1-5) and the warnings to log.
-
-    `managed_resources` are the native GPU resource names (`nvidia.com/gpu`, ...); the index
-    resources of `domain` (default `<prefix>.ai`) are added as ignored by the scheduler.
-    `kubeconfig` is "" in a pod and the controller's own kubeconfig out of cluster.
-    """
-    _check_header(config)
-    extenders = config.get("extenders")
-    if extenders:
-        raise SchedulerConfigError(EXTENDERS_ERROR)
-    read_scheduler_settings(config, prefix=prefix, domain=domain)
-    index, _ = find_profile(config, prefix)
-    warnings: list[str] = []
-
-    derived: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND}
-    for key, value in config.items():
-        if key not in derived:
-            derived[key] = copy.deepcopy(value)
-
-    profile_path = f"{_ROOT}.profiles[{index}]"
-    _warn_replaced_ignored_resources(config["profiles"][index], profile_path, warnings)
-    profiles: list[dict[str, Any]] = derived["profiles"]
-    for profile in profiles:
-        _remove_gpu_plugins(profile)
-    ours = profiles[index]
-    others = [_profile_name(p, i) for i, p in enumerate(profiles) if i != index]
-    if others:
-        warnings.append(
-            f"{_ROOT}.profiles: only {scheduler_name(prefix)!r} is kept; dropped "
-            f"{', '.join(repr(n) for n in others)} (they would compete with the cluster's "
-            "own schedulers)"
-        )
-    derived["profiles"] = [ours]
-
-    _set_percentage(derived, _ROOT, warnings)
-    _set_percentage(ours, profile_path, warnings)
-
-    leader_election = derived.get("leaderElection")
-    derived["leaderElection"] = {
-        **(leader_election if isinstance(leader_election, Mapping) else {}),
-        "leaderElect": False,
-    }
-    client_connection = derived.get("clientConnection")
-    derived["clientConnection"] = {
-        **(client_connection if isinstance(client_connection, Mapping) else {}),
-        "kubeconfig": kubeconfig,
-    }
-    derived["extenders"] = [
-        extender_stanza(extender_url, managed_resources, domain=domain or f"{prefix}.ai")
-    ]
-    return derived, warnings
-
-
 # --- reading -------------------------------------------------------------------------------
 
 
@@ -293,33 +210,33 @@ def _error(path: str, value: object, allowed: str) -> SchedulerConfigError:
     return SchedulerConfigError(f"{path}: invalid value {value!r}; allowed: {allowed}")
 
 
-def _check_header(config: Mapping[str, Any]) -> None:
+def check_header(config: Mapping[str, Any]) -> None:
     if not isinstance(config, Mapping):
-        raise _error(_ROOT, config, "a KubeSchedulerConfiguration object")
+        raise _error(CONFIG_ROOT, config, "a KubeSchedulerConfiguration object")
     api_version = config.get("apiVersion")
     if api_version is not None and api_version != API_VERSION:
-        raise _error(f"{_ROOT}.apiVersion", api_version, repr(API_VERSION))
+        raise _error(f"{CONFIG_ROOT}.apiVersion", api_version, repr(API_VERSION))
     kind = config.get("kind")
     if kind is not None and kind != KIND:
-        raise _error(f"{_ROOT}.kind", kind, repr(KIND))
+        raise _error(f"{CONFIG_ROOT}.kind", kind, repr(KIND))
 
 
 def _profiles(config: Mapping[str, Any]) -> list[Any]:
     profiles = config.get("profiles")
     if not isinstance(profiles, list) or not profiles:
-        raise _error(f"{_ROOT}.profiles", profiles, "a non-empty list of profiles")
+        raise _error(f"{CONFIG_ROOT}.profiles", profiles, "a non-empty list of profiles")
     for index, profile in enumerate(profiles):
         if not isinstance(profile, Mapping):
-            raise _error(f"{_ROOT}.profiles[{index}]", profile, "a profile object")
+            raise _error(f"{CONFIG_ROOT}.profiles[{index}]", profile, "a profile object")
     return profiles
 
 
-def _profile_name(profile: Mapping[str, Any], index: int) -> str:
+def profile_name(profile: Mapping[str, Any], index: int) -> str:
     name = profile.get("schedulerName")
     if name is None:
         return _DEFAULT_SCHEDULER_NAME
     if not isinstance(name, str) or not name:
-        raise _error(f"{_ROOT}.profiles[{index}].schedulerName", name, "a non-empty string")
+        raise _error(f"{CONFIG_ROOT}.profiles[{index}].schedulerName", name, "a non-empty string")
     return name
 
 
@@ -362,7 +279,7 @@ def _unknown_keys(
             warnings.append(f"{path}.{key}: unknown argument, ignored; known: {', '.join(known)}")
 
 
-def _integer(path: str, value: object, low: int, high: int | None = None) -> int:
+def integer_in_range(path: str, value: object, low: int, high: int | None = None) -> int:
     allowed = f"an integer {low}..{high}" if high is not None else f"an integer >= {low}"
     if isinstance(value, bool) or not isinstance(value, int):
         raise _error(path, value, allowed)
@@ -396,20 +313,20 @@ def _gpu_resources_fit_args(
     _unknown_keys(path, args, ("maxWorkerPerNode", "vramWeight", "tflopsWeight"), warnings)
     max_workers = defaults.max_worker_per_node
     if _present(args, "maxWorkerPerNode"):
-        max_workers = _integer(f"{path}.maxWorkerPerNode", args["maxWorkerPerNode"], 0)
-    vram = defaults.vram_weight
+        max_workers = integer_in_range(f"{path}.maxWorkerPerNode", args["maxWorkerPerNode"], 0)
+    vram = defaults.weights.vram
     if _present(args, "vramWeight"):
         vram = _weight_number(f"{path}.vramWeight", args["vramWeight"])
-    tflops = defaults.tflops_weight
+    tflops = defaults.weights.tflops
     if _present(args, "tflopsWeight"):
         tflops = _weight_number(f"{path}.tflopsWeight", args["tflopsWeight"])
-    return GPUResourcesFitArgs(max_workers, vram, tflops)
+    return GPUResourcesFitArgs(max_workers, PlacementWeights(vram=vram, tflops=tflops))
 
 
 def _topology_args(
     entry: tuple[str, Mapping[str, Any]] | None, warnings: list[str]
-) -> TopologyPluginArgs:
-    defaults = TopologyPluginArgs()
+) -> TopologyArgs:
+    defaults = TopologyArgs()
     if entry is None:
         return defaults
     path, args = entry
@@ -424,14 +341,14 @@ def _topology_args(
     mode = defaults.mode
     if _present(args, "mode"):
         mode = TopologyMode(_choice(f"{path}.mode", args["mode"], [m.value for m in TopologyMode]))
-    source = defaults.topology_source
+    source = defaults.source
     if _present(args, "topologySource"):
         allowed = [s.value for s in TopologySource]
         source = TopologySource(_choice(f"{path}.topologySource", args["topologySource"], allowed))
     tier = defaults.max_allowed_tier
     if _present(args, "maxAllowedTier"):
-        tier = _integer(f"{path}.maxAllowedTier", args["maxAllowedTier"], 0, 3)
-    policy = defaults.unknown_topology_policy
+        tier = integer_in_range(f"{path}.maxAllowedTier", args["maxAllowedTier"], 0, 3)
+    policy = defaults.unknown_policy
     if _present(args, "unknownTopologyPolicy"):
         allowed = [p.value for p in UnknownTopologyPolicy]
         policy = UnknownTopologyPolicy(
@@ -443,7 +360,7 @@ def _topology_args(
         if not isinstance(value, bool):
             raise _error(f"{path}.preferLeastDamage", value, "true | false")
         least_damage = value
-    return TopologyPluginArgs(mode, source, tier, policy, least_damage)
+    return TopologyArgs(mode, source, tier, policy, least_damage)
 
 
 def _string_list(path: str, value: object) -> list[str]:
@@ -525,7 +442,11 @@ def _resource_weights(path: str, raw: object) -> tuple[ResourceWeight, ...]:
             raise SchedulerConfigError(f"{where}.name: resource {name!r} is listed twice")
         seen.add(name)
         weight = item.get("weight")
-        value = 1 if weight is None or weight == 0 else _integer(f"{where}.weight", weight, 1, 100)
+        value = (
+            1
+            if weight is None or weight == 0
+            else integer_in_range(f"{where}.weight", weight, 1, 100)
+        )
         weights.append(ResourceWeight(name, value))
     return tuple(weights)
 
@@ -538,10 +459,12 @@ def _shape(path: str, raw: object) -> tuple[ShapePoint, ...]:
         where = f"{path}[{i}]"
         if not isinstance(item, Mapping):
             raise _error(where, item, "an object {utilization, score}")
-        utilization = _integer(
+        utilization = integer_in_range(
             f"{where}.utilization", item.get("utilization", 0), 0, MAX_UTILIZATION
         )
-        score = _integer(f"{where}.score", item.get("score", 0), 0, MAX_CUSTOM_PRIORITY_SCORE)
+        score = integer_in_range(
+            f"{where}.score", item.get("score", 0), 0, MAX_CUSTOM_PRIORITY_SCORE
+        )
         if points and utilization <= points[-1].utilization:
             raise _error(
                 f"{where}.utilization",
@@ -599,7 +522,7 @@ def _plugin_set(body: object, path: str) -> _PluginSet:
                 continue
             weight = item.get("weight")
             result.enabled[name] = (
-                None if weight is None else _integer(f"{where}.weight", weight, 0)
+                None if weight is None else integer_in_range(f"{where}.weight", weight, 0)
             )
     return result
 
@@ -628,69 +551,3 @@ def _score_weight(name: str, multi: _PluginSet, score: _PluginSet, *, default_pl
 
 
 # --- deriving ------------------------------------------------------------------------------
-
-
-def _remove_gpu_plugins(profile: dict[str, Any]) -> None:
-    plugins = profile.get("plugins")
-    if isinstance(plugins, dict):
-        for point in list(plugins):
-            body = plugins[point]
-            if not isinstance(body, dict):
-                continue
-            for key in ("enabled", "disabled"):
-                items = body.get(key)
-                if not isinstance(items, list):
-                    continue
-                kept = [
-                    i
-                    for i in items
-                    if not (isinstance(i, Mapping) and i.get("name") in GPU_PLUGINS)
-                ]
-                if kept:
-                    body[key] = kept
-                else:
-                    del body[key]
-            if not body:
-                del plugins[point]
-        if not plugins:
-            del profile["plugins"]
-    plugin_config = profile.get("pluginConfig")
-    if isinstance(plugin_config, list):
-        kept = [
-            e
-            for e in plugin_config
-            if not (isinstance(e, Mapping) and e.get("name") in GPU_PLUGINS)
-        ]
-        if kept:
-            profile["pluginConfig"] = kept
-        else:
-            del profile["pluginConfig"]
-
-
-def _set_percentage(target: dict[str, Any], path: str, warnings: list[str]) -> None:
-    key = "percentageOfNodesToScore"
-    value = target.get(key)
-    if value is None:
-        target[key] = 100
-        return
-    percentage = _integer(f"{path}.{key}", value, 0, 100)
-    if percentage < 100:
-        warnings.append(
-            f"{path}.{key} is {percentage}: kube-scheduler then stops filtering early and the "
-            "extender misses nodes; 100 is recommended"
-        )
-
-
-def _warn_replaced_ignored_resources(
-    profile: Mapping[str, Any], path: str, warnings: list[str]
-) -> None:
-    for i, entry in enumerate(profile.get("pluginConfig") or []):
-        if not isinstance(entry, Mapping) or entry.get("name") != NODE_RESOURCES_FIT:
-            continue
-        args = entry.get("args")
-        if isinstance(args, Mapping) and args.get("ignoredResources"):
-            warnings.append(
-                f"{path}.pluginConfig[{i}].args.ignoredResources is replaced by kube-scheduler "
-                "with the extender's ignoredByScheduler resources (the index resources); "
-                "use ignoredResourceGroups instead"
-            )

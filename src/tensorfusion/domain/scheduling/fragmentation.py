@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from tensorfusion.domain.allocation_request import ResourceAmount
-from tensorfusion.domain.allocator.gpu_stages import phase_failure
 from tensorfusion.domain.allocator.gpu_state import GPUState
-from tensorfusion.domain.allocator.placement import PlacementWeights
 from tensorfusion.domain.allocator.workload_mix import MixSnapshot, NodeFragments
+from tensorfusion.domain.scheduling.gpu_filters import phase_failure
+from tensorfusion.domain.scheduling.placement import PlacementWeights
 
 __all__ = [
     "CPUChange",
@@ -86,12 +86,11 @@ def measure_weights(mix: MixSnapshot, weights: PlacementWeights) -> PlacementWei
                       for c in mix.classes)  # fmt: skip
         vram = any(c.whole_card or c.need.vram_bytes for c in mix.classes)
         if compute == vram:
-            found = weights
+            found = (weights.vram, weights.tflops)
         else:
-            found = PlacementWeights(vram=weights.vram if vram else 0.0,
-                                     tflops=weights.tflops if compute else 0.0)  # fmt: skip
+            found = (weights.vram if vram else 0.0, weights.tflops if compute else 0.0)
         mix.measure = found
-    return found
+    return PlacementWeights(vram=found[0], tflops=found[1])
 
 
 def _takes(key: GPUKey, need: ResourceAmount, whole_card: bool, model: str | None) -> bool:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tensorfusion.domain.allocator.gpu_stages import gpu_failure
 from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES, GPUState
 from tensorfusion.domain.allocator.oversubscription import (
     effective_limit,
@@ -16,21 +15,17 @@ from tensorfusion.domain.allocator.oversubscription import (
     shared_effective_limit,
     virtual_capacity,
 )
-from tensorfusion.domain.allocator.placement import (
-    gpu_level_uses_available,
+from tensorfusion.domain.allocator.records import NodeState
+from tensorfusion.domain.scheduling.gpu_filters import (
+    GPU_STAGES,
+    QUOTA_POSITION,
+    isolation_compatible,
+)
+from tensorfusion.domain.scheduling.placement import (
     gpu_score,
-    node_level_uses_available,
     node_term,
 )
-from tensorfusion.domain.allocator.records import NodeState
-from tensorfusion.domain.allocator.request_context import (
-    GPU_STAGES,
-    MAX_WORKER,
-    PASSED,
-    QUOTA_CHECK,
-    SAME_NODE,
-    RequestContext,
-)
+from tensorfusion.domain.scheduling.request_context import RequestContext
 from tensorfusion.domain.topology import (
     TopologyGPU,
     TopologyPlan,
@@ -90,26 +85,26 @@ def evaluate_node(
     pool_gpus = [g for g in node.gpus if g.pool == request.pool]
     ev = NodeEvaluation(node.name, pool_gpus)
     failures = ev.failures
+    survivors: list[GPUState] = []
     if ctx.quota_rejection is not None:
         for gpu in pool_gpus:
-            failures[gpu.name] = (QUOTA_CHECK, ctx.quota_rejection)
+            failures[gpu.name] = (QUOTA_POSITION, ctx.quota_rejection)
     else:
+        checks = ctx.gpu_checks
         for gpu in pool_gpus:
-            stage, reason = gpu_failure(ctx, gpu, explain)
-            if stage != PASSED:
-                failures[gpu.name] = (stage, reason)
-    survivors = [g for g in pool_gpus if g.name not in failures]
-    if count > 1 and 0 < len(survivors) < count:
-        text = f"node keeps {len(survivors)} of {count} required GPUs"
-        for gpu in survivors:
-            failures[gpu.name] = (SAME_NODE, text)
-        survivors = []
-    limit = ctx.args.max_worker_per_node
-    if survivors and limit > 0 and node.workers >= limit:
-        text = f"node has {node.workers} workers, maxWorkerPerNode is {limit}"
-        for gpu in survivors:
-            failures[gpu.name] = (MAX_WORKER, text)
-        survivors = []
+            for position, check in checks:
+                reason = check(ctx, gpu, explain)
+                if reason is not None:
+                    failures[gpu.name] = (position, reason)
+                    break
+            else:
+                survivors.append(gpu)
+    for position, survivor_check in ctx.survivor_checks:
+        text = survivor_check(ctx, node, survivors)
+        if text is not None:
+            for gpu in survivors:
+                failures[gpu.name] = (position, text)
+            survivors = []
     ev.valid = survivors
     if not pool_gpus:
         ev.rejected_at, ev.message = "NodeNotInPool", not_in_pool_message(request.pool)
@@ -150,7 +145,7 @@ def _reject_at_gpu_stage(ev: NodeEvaluation, count: int) -> None:
         remaining -= removed
         if remaining < count:
             ev.rejected_at = GPU_STAGES[stage]
-            if stage == QUOTA_CHECK:
+            if stage == QUOTA_POSITION:
                 ev.message = next(iter(ev.failures.values()))[1]
             else:
                 ev.message = f"{remaining} of {count} required GPUs left after {GPU_STAGES[stage]}"
@@ -204,11 +199,11 @@ def _virtual_capacity_failure(
 
 
 def _score(ctx: RequestContext, node: NodeState, ev: NodeEvaluation) -> None:
-    weights = ctx.args.weights
-    node_avail = node_level_uses_available(ctx.placement_mode)
+    weights = ctx.profile.gpu_fit.weights
+    node_avail = ctx.placement.node_by_available
     terms = ev.node_terms
     for gpu in node.gpus:
-        if ctx.isolation_compatible(gpu) is None:
+        if isolation_compatible(ctx, gpu):
             terms[gpu.name] = node_term(gpu, node_avail, weights)
     ev.node_score = sum(terms.values()) // len(terms) if terms else 0
 
@@ -217,8 +212,8 @@ def gpu_scores(ctx: RequestContext, ev: NodeEvaluation) -> dict[str, int]:
     """S(g, gpu) of the node's valid GPUs (computed once per evaluation)."""
     if ev.gpu_scores or not ev.valid:
         return ev.gpu_scores
-    weights = ctx.args.weights
-    use_available = gpu_level_uses_available(ctx.placement_mode)
+    weights = ctx.profile.gpu_fit.weights
+    use_available = ctx.placement.gpu_by_available
     for gpu in ev.valid:
         ev.gpu_scores[gpu.name] = gpu_score(gpu, use_available, weights)
     return ev.gpu_scores

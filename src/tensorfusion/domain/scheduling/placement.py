@@ -7,13 +7,11 @@ import math
 from dataclasses import dataclass
 
 from tensorfusion.domain.allocator.gpu_state import GPUState
-from tensorfusion.domain.vocabulary import GPUPhase, PlacementMode
+from tensorfusion.domain.vocabulary import GPUPhase
 
 __all__ = [
     "PlacementWeights",
-    "gpu_level_uses_available",
     "gpu_score",
-    "node_level_uses_available",
     "node_term",
     "normalised_score",
     "score_gpu",
@@ -74,13 +72,3 @@ def node_term(gpu: GPUState, use_available: bool, weights: PlacementWeights) -> 
     """A GPU's term in its node's score: S(g, node), a quarter for a Pending GPU (§7.3)."""
     score = gpu_score(gpu, use_available, weights)
     return score // 4 if gpu.phase is GPUPhase.PENDING else score
-
-
-def node_level_uses_available(mode: PlacementMode) -> bool:
-    """Whether the node-level score of a mode ranks by available (emptiest first)."""
-    return mode is PlacementMode.LOW_LOAD_FIRST
-
-
-def gpu_level_uses_available(mode: PlacementMode) -> bool:
-    """Whether the GPU-level score of a mode ranks by available (emptiest first)."""
-    return mode is not PlacementMode.COMPACT_FIRST and mode is not PlacementMode.FRAGMENTATION_AWARE
