@@ -15,7 +15,7 @@ from tensorfusion.domain.allocator.mapping import (
     pool_settings,
     quota_spec,
 )
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.vocabulary import IsolationPolicy, PlacementMode
 from tensorfusion.sim.cluster_file import ClusterFile, NodeSpec, PoolSpec
 from tensorfusion.sim.cluster_objects import VirtualClusterObjects, cluster_objects
@@ -28,7 +28,7 @@ class PolicyOverrides:
     """What-if settings applied to every pool (or to the named pool only)."""
 
     placement_mode: PlacementMode | None = None
-    oversubscription: Oversubscription | None = None
+    oversubscription: OversubscriptionSettings | None = None
     disable_oversubscription: bool = False
     pool: str | None = None
 

@@ -11,7 +11,7 @@ import orjson
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
 from tensorfusion.domain.allocator.gpu_state import GPUState
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.snapshot import (
     allocation_view,
@@ -376,7 +376,7 @@ def test_nodes_view() -> None:
         gpu("a2", "node-a", capacity=("100", "24Gi")),
         gpu("b1", "node-b", pool="other"),
         gpu("c1", "node-c"),
-        pools=(PoolSettings(POOL, oversubscription=Oversubscription(200, 50, 0)),),
+        pools=(PoolSettings(POOL, oversubscription=OversubscriptionSettings(200, 50, 0)),),
     )
     allocator.set_node_facts("node-a", ram_bytes=vram("64Gi"), disk_bytes=0, hypervisor_index0=5)
     allocator.set_node_facts("node-b", ram_bytes=0, disk_bytes=0, hypervisor_index0=0)
@@ -449,7 +449,7 @@ def test_pools_view_includes_known_pools_without_nodes() -> None:
         gpu("x1", "node-x", pool="other"),
         pools=(
             PoolSettings("empty", placement_mode=PlacementMode.LOW_LOAD_FIRST),
-            PoolSettings(POOL, oversubscription=Oversubscription(300, 0, 0)),
+            PoolSettings(POOL, oversubscription=OversubscriptionSettings(300, 0, 0)),
         ),
     )
     allocator.assume(request("p", ("12", "4Gi")), "node-a", ["a1"], NOW)
@@ -502,7 +502,9 @@ def test_pools_view_includes_known_pools_without_nodes() -> None:
 def busy_allocator() -> Allocator:
     allocator = filtered_cluster()
     allocator.isolation_policy = IsolationPolicy.DYNAMIC
-    allocator.set_pool(PoolSettings("pool-b", PlacementMode.LOW_LOAD_FIRST, Oversubscription()))
+    allocator.set_pool(
+        PoolSettings("pool-b", PlacementMode.LOW_LOAD_FIRST, OversubscriptionSettings())
+    )
     allocator.set_node_facts("node-a", ram_bytes=1, disk_bytes=2, hypervisor_index0=3)
     allocator.assume(request("u-pending", ("1", "1Gi"), pod_index=4), "node-c", ["c1"], NOW)
     allocator.commit("u-pending", NOW)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tensorfusion.domain.allocator.allocator import PoolSettings
 from tensorfusion.domain.allocator.capacity_figures import node_capacity, pool_capacities
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.model import to_wire
 
 from .builders import POOL, allocator_with, gpu, request, tflops, vram
@@ -15,7 +15,7 @@ def test_node_figures_count_committed_requests_and_skip_missing_gpus() -> None:
         gpu("a1", "node-a"),
         gpu("a2", "node-a"),
         gpu("b1", "node-b"),
-        pools=(PoolSettings(POOL, oversubscription=Oversubscription(200, 0, 0)),),
+        pools=(PoolSettings(POOL, oversubscription=OversubscriptionSettings(200, 0, 0)),),
     )
     allocator.assume(request("p", ("100", "10Gi"), limit=("150", "20Gi")), "node-a", ["a1"], 0)
     allocator.commit("p", 0)

@@ -15,7 +15,7 @@ from tensorfusion.domain.allocation_request import (
 )
 from tensorfusion.domain.allocator.allocator import AllocationError, Allocator, PoolSettings
 from tensorfusion.domain.allocator.gpu_state import GPUCapabilities, GPUState
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.records import RecordState
 from tensorfusion.domain.scheduling.decision import ScoreWeights, decide, decide_indexed, explain
@@ -510,7 +510,7 @@ def test_hypervisor_health_is_checked_before_pod_index_busy() -> None:
 
 
 def test_virtual_capacity_rejects_limits_over_the_virtual_capacity() -> None:
-    settings = PoolSettings(POOL, oversubscription=Oversubscription(100, 0, 0))
+    settings = PoolSettings(POOL, oversubscription=OversubscriptionSettings(100, 0, 0))
     allocator = allocator_with(gpu("g", NODE), pools=(settings,))
     assert evaluate(allocator, request("p", ("10", "1Gi"), limit=("312", "80Gi"))).feasible
     ev = evaluate(allocator, request("q", ("10", "1Gi"), limit=("400", "0")))
@@ -727,7 +727,7 @@ def test_reassuming_the_same_uid_releases_the_earlier_assumption() -> None:
 
 def _node_stage_cluster() -> Allocator:
     """Six nodes; the fullest ones fail a node stage, n4 is the best feasible node."""
-    settings = PoolSettings(POOL, oversubscription=Oversubscription(100, 0, 0))
+    settings = PoolSettings(POOL, oversubscription=OversubscriptionSettings(100, 0, 0))
     allocator = allocator_with(
         *(gpu(f"g{n}-{i}", f"n{n}") for n in range(6) for i in range(2)), pools=(settings,)
     )

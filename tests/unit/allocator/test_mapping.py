@@ -16,7 +16,7 @@ from tensorfusion.domain.allocator.mapping import (
     pool_settings,
     quota_spec,
 )
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.allocator.quota import QuotaCaps
 from tensorfusion.domain.model import GPU, GPUNode, GPUPool, GPUResourceQuota, load_as
 from tensorfusion.domain.model.scheduling import SchedulingConfigTemplate
@@ -144,9 +144,9 @@ def test_pool_settings_follow_the_template_and_keep_an_absent_oversubscription_a
     sold = pool_settings(
         _pool({"capacityConfig": {"oversubscription": {"tflopsOversellRatio": 2000}}})
     )
-    assert sold.oversubscription == Oversubscription(2000, 50, 70)
+    assert sold.oversubscription == OversubscriptionSettings(2000, 50, 70)
     # The record's own defaults are the model's.
-    assert Oversubscription() == Oversubscription(500, 50, 70)
+    assert OversubscriptionSettings() == OversubscriptionSettings(500, 50, 70)
 
 
 def test_quota_spec_reads_caps_and_the_model_defaults() -> None:

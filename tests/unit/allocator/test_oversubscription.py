@@ -8,7 +8,7 @@ from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAm
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
 from tensorfusion.domain.allocator.capacity_figures import node_capacity
 from tensorfusion.domain.allocator.oversubscription import (
-    Oversubscription,
+    OversubscriptionSettings,
     effective_limit,
     virtual_capacity,
 )
@@ -30,7 +30,7 @@ def evaluate(allocator: Allocator, req: AllocationRequest, node: str = NODE) -> 
 
 def oversubscribed(*gpus: tuple[str, str], ratio: int = 100, mem: int = 0, disk: int = 0,
                    ram: str = "0", data_disk: str = "0") -> Allocator:  # fmt: skip
-    settings = PoolSettings(POOL, oversubscription=Oversubscription(ratio, mem, disk))
+    settings = PoolSettings(POOL, oversubscription=OversubscriptionSettings(ratio, mem, disk))
     allocator = allocator_with(
         *(gpu(f"g{i}", NODE, capacity=c) for i, c in enumerate(gpus)), pools=(settings,)
     )
@@ -49,7 +49,7 @@ def commit(allocator: Allocator, req: AllocationRequest, gpus: list[str]) -> Non
 
 
 def test_spec_example_8_x_312_tflops_ratio_2000() -> None:
-    settings = Oversubscription(2000, 0, 0)
+    settings = OversubscriptionSettings(2000, 0, 0)
     total = 8 * tflops("312")
     assert virtual_capacity(total, vram("640Gi"), 0, 0, settings) == (
         tflops("49920"), vram("640Gi"),
@@ -64,16 +64,16 @@ def test_no_oversubscription_keeps_physical_totals() -> None:
 
 def test_virtual_tflops_rounds_down_to_a_thousandth() -> None:
     # 312.001 × 333 / 100 = 1038.96333 → 1038.963
-    got, _ = virtual_capacity(tflops("312.001"), 0, 0, 0, Oversubscription(333, 0, 0))
+    got, _ = virtual_capacity(tflops("312.001"), 0, 0, 0, OversubscriptionSettings(333, 0, 0))
     assert got == tflops("1038.963")
 
 
 def test_virtual_vram_adds_floored_host_ram_and_disk_shares() -> None:
     # floor(999 × 70 / 100) = 699 and floor(1001 × 50 / 100) = 500, whole bytes
-    _, got = virtual_capacity(0, vram("80Gi"), 1001, 999, Oversubscription(500, 50, 70))
+    _, got = virtual_capacity(0, vram("80Gi"), 1001, 999, OversubscriptionSettings(500, 50, 70))
     assert got == vram("80Gi") + 699 + 500
     _, node = virtual_capacity(
-        0, 8 * vram("80Gi"), vram("512Gi"), vram("1Ti"), Oversubscription(500, 50, 70)
+        0, 8 * vram("80Gi"), vram("512Gi"), vram("1Ti"), OversubscriptionSettings(500, 50, 70)
     )
     assert node == 8 * vram("80Gi") + vram("1Ti") * 70 // 100 + vram("256Gi")
 
@@ -207,7 +207,7 @@ def test_without_oversubscription_limits_are_unchecked() -> None:
 
 def test_placement_is_not_blind_to_oversubscription() -> None:
     # Regression: the reference placed pods whose limits exceed the virtual capacity.
-    settings = PoolSettings(POOL, oversubscription=Oversubscription(100, 0, 0))
+    settings = PoolSettings(POOL, oversubscription=OversubscriptionSettings(100, 0, 0))
     allocator = allocator_with(gpu("a1", "node-a"), gpu("b1", "node-b"), pools=(settings,))
     allocator.assume(request("held", ("10", "1Gi"), limit=("300", "1Gi")), "node-a", ["a1"], now=0)
     allocator.commit("held", now=0)

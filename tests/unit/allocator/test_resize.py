@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.allocator.resize import resize_allocation
 from tensorfusion.domain.vocabulary import IsolationMode
@@ -72,7 +72,7 @@ def test_the_quota_total_counts_the_difference_times_the_gpu_count() -> None:
 
 
 def test_limits_beyond_virtual_capacity_are_refused_on_an_oversubscribed_pool() -> None:
-    pools = (PoolSettings(POOL, oversubscription=Oversubscription(100, 0, 0)),)
+    pools = (PoolSettings(POOL, oversubscription=OversubscriptionSettings(100, 0, 0)),)
     allocator = two_gpu_pod(pools=pools)
     outcome = resize_allocation(allocator, "p", amount("100", "10Gi"), amount("313", "10Gi"))
     assert not outcome.allowed
@@ -95,7 +95,7 @@ def test_requests_above_limits_and_whole_card_pods_are_refused() -> None:
 
 
 def test_right_sizing_down_is_allowed_over_a_lowered_cap_and_virtual_capacity() -> None:
-    pools = (PoolSettings(POOL, oversubscription=Oversubscription(100, 0, 0)),)
+    pools = (PoolSettings(POOL, oversubscription=OversubscriptionSettings(100, 0, 0)),)
     allocator = two_gpu_pod(
         QuotaSpec("default", "q", total_requests=QuotaCaps(tflops("1000"))), pools=pools
     )

@@ -6,7 +6,7 @@ from typing import Any
 
 from tensorfusion.domain.allocator.allocator import Allocator, PoolSettings
 from tensorfusion.domain.allocator.capacity_figures import node_capacity
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.desired_state.clusters import cluster_status, status_totals
 from tensorfusion.domain.desired_state.objects import merge_patch
@@ -128,7 +128,7 @@ def test_pool_phase_needs_a_running_node_and_none_provisioning() -> None:
 
 def test_pool_status_sums_its_nodes_from_the_allocator_and_keeps_others_conditions() -> None:
     allocator = Allocator()
-    allocator.set_pool(PoolSettings("p", oversubscription=Oversubscription(200, 0, 0)))
+    allocator.set_pool(PoolSettings("p", oversubscription=OversubscriptionSettings(200, 0, 0)))
     for name, node in (("g1", "a"), ("g2", "a"), ("g3", "b")):
         allocator.upsert_gpu(gpu(name, node, pool="p"))
     allocator.assume(request("u1", ("12", "1Gi"), pool="p"), "a", ["g1"], 0.0)

@@ -16,7 +16,7 @@ from tensorfusion.domain.allocator.gpu_accounting import (
     update_running_apps,
 )
 from tensorfusion.domain.allocator.gpu_state import WHOLE_CARD_MODES, GPUState, room_failure
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.allocator.quota import NamespaceQuota, QuotaSpec
 from tensorfusion.domain.allocator.records import (
     AllocationRecord,
@@ -57,7 +57,7 @@ class PoolSettings:
 
     name: str
     placement_mode: PlacementMode = Placement.model_fields["mode"].default
-    oversubscription: Oversubscription | None = None
+    oversubscription: OversubscriptionSettings | None = None
 
 
 @dataclass(slots=True)

@@ -12,7 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocator.allocator import Allocator
-from tensorfusion.domain.allocator.oversubscription import Oversubscription, virtual_capacity
+from tensorfusion.domain.allocator.oversubscription import (
+    OversubscriptionSettings,
+    virtual_capacity,
+)
 from tensorfusion.domain.allocator.records import NodeState
 from tensorfusion.domain.model.capacity import CapacityFigures
 from tensorfusion.domain.model.node import PodGPUInfo
@@ -87,7 +90,7 @@ class PoolCapacityFigures:
     totals: CapacityTotals
 
 
-def _oversubscription(allocator: Allocator, node: NodeState) -> Oversubscription | None:
+def _oversubscription(allocator: Allocator, node: NodeState) -> OversubscriptionSettings | None:
     for gpu in node.gpus:
         settings = allocator.pools.get(gpu.pool)
         if settings is not None and settings.oversubscription is not None:

@@ -3,8 +3,8 @@
 The controller loads GPU, GPUNode, GPUPool, SchedulingConfigTemplate and GPUResourceQuota
 objects from its informer cache (`model.load_as`) and the simulator builds the same models from
 its cluster file; both hand them to these functions, so the allocator is filled by one code
-path. The plain records (`GPUState`, `PoolSettings`, `Oversubscription`, `QuotaSpec`) carry no
-defaults of their own: every default comes from the models.
+path. The plain records (`GPUState`, `PoolSettings`, `OversubscriptionSettings`, `QuotaSpec`)
+carry no defaults of their own: every default comes from the models.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from tensorfusion.domain.allocator.allocator import PoolSettings
 from tensorfusion.domain.allocator.gpu_state import GPUCapabilities, GPUState
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.allocator.quota import QuotaCaps, QuotaSpec
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.model.gpu import GPU
@@ -51,11 +51,11 @@ _CAPABILITY_KEYS: Final = {
 }
 
 
-def oversubscription_of(model: OversubscriptionModel | None) -> Oversubscription | None:
+def oversubscription_of(model: OversubscriptionModel | None) -> OversubscriptionSettings | None:
     """The allocator's oversubscription record; None when the pool sets none (§6)."""
     if model is None:
         return None
-    return Oversubscription(
+    return OversubscriptionSettings(
         tflops_oversell_ratio=model.tflops_oversell_ratio,
         vram_expand_to_host_mem=model.vram_expand_to_host_mem,
         vram_expand_to_host_disk=model.vram_expand_to_host_disk,

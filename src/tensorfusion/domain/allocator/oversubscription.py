@@ -9,7 +9,7 @@ from tensorfusion.domain.model.pool import Oversubscription as OversubscriptionM
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
 __all__ = [
-    "Oversubscription",
+    "OversubscriptionSettings",
     "effective_limit",
     "limits_over_virtual",
     "shared_effective_limit",
@@ -21,7 +21,7 @@ _MODEL_FIELDS = OversubscriptionModel.model_fields
 
 
 @dataclass(frozen=True, slots=True)
-class Oversubscription:
+class OversubscriptionSettings:
     """`capacityConfig.oversubscription` of a pool (percent values); the defaults are the
     model's (`allocator.mapping.oversubscription_of` builds it from a GPUPool)."""
 
@@ -35,7 +35,7 @@ def virtual_capacity(
     total_vram: int,
     ram_bytes: int,
     disk_bytes: int,
-    settings: Oversubscription | None,
+    settings: OversubscriptionSettings | None,
 ) -> tuple[int, int]:
     """(virtual TFLOPs in milli, virtual VRAM in bytes) of a node."""
     if settings is None:

@@ -29,7 +29,7 @@ from tensorfusion.domain.object_views import (
     uid_of,
 )
 from tensorfusion.domain.scheduling.native.node import NodeFacts
-from tensorfusion.domain.scheduling.native.node_affinity import NodeSelectorTerm
+from tensorfusion.domain.scheduling.native.node_affinity import AffinityTerm
 
 __all__ = [
     "LabelQuery",
@@ -128,14 +128,14 @@ class PoolMatch:
     others: tuple[str, ...] = ()
 
 
-def _terms(selector: object) -> tuple[NodeSelectorTerm, ...] | None:
+def _terms(selector: object) -> tuple[AffinityTerm, ...] | None:
     """The compiled terms of a NodeSelector; None when absent."""
     if not isinstance(selector, Mapping):
         return None
     raw = selector.get("nodeSelectorTerms")
     if not isinstance(raw, list):
         return ()
-    return tuple(NodeSelectorTerm.parse(term) for term in raw)
+    return tuple(AffinityTerm.parse(term) for term in raw)
 
 
 def _pool_vendor_match(pool: Obj, node: NodeFacts) -> str | None:

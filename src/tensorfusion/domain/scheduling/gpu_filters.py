@@ -35,8 +35,8 @@ __all__ = [
     "PASSED",
     "QUOTA_POSITION",
     "SURVIVOR_CHECKS",
+    "FilterStage",
     "GPUCheck",
-    "GPUFilter",
     "RequestCheck",
     "SurvivorCheck",
     "isolation_compatible",
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 
-class GPUFilter(Protocol):
+class FilterStage(Protocol):
     """A stage of the chain: its name and whether it applies to a request."""
 
     name: ClassVar[str]
@@ -56,7 +56,7 @@ class GPUFilter(Protocol):
 
 
 @runtime_checkable
-class RequestCheck(GPUFilter, Protocol):
+class RequestCheck(FilterStage, Protocol):
     """A stage decided once per request: it removes every GPU or none."""
 
     def reject_request(self, ctx: RequestContext) -> str | None:
@@ -64,7 +64,7 @@ class RequestCheck(GPUFilter, Protocol):
 
 
 @runtime_checkable
-class GPUCheck(GPUFilter, Protocol):
+class GPUCheck(FilterStage, Protocol):
     """A stage decided per GPU."""
 
     def reject(self, ctx: RequestContext, gpu: GPUState, explain: bool) -> str | None:
@@ -73,7 +73,7 @@ class GPUCheck(GPUFilter, Protocol):
 
 
 @runtime_checkable
-class SurvivorCheck(GPUFilter, Protocol):
+class SurvivorCheck(FilterStage, Protocol):
     """A stage decided over the GPUs of a node that passed the GPU checks."""
 
     def reject_survivors(
@@ -376,7 +376,7 @@ class MaxWorkerPerNode:
         return None
 
 
-GPU_FILTERS: Final[tuple[GPUFilter, ...]] = (
+GPU_FILTERS: Final[tuple[FilterStage, ...]] = (
     QuotaCheck(),
     IsolationPolicyFilter(),
     PhaseFilter(),

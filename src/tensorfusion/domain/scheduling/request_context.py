@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.gpu_state import GPUState
-from tensorfusion.domain.allocator.oversubscription import Oversubscription
+from tensorfusion.domain.allocator.oversubscription import OversubscriptionSettings
 from tensorfusion.domain.allocator.quota import charge_for, check_single, check_total
 from tensorfusion.domain.allocator.records import NodeState
 from tensorfusion.domain.scheduling.gpu_filters import GPU_CHECKS, GPU_FILTERS, SURVIVOR_CHECKS
@@ -39,7 +39,7 @@ class RequestContext:
     quota_checked: bool
     percent_quota: bool
     indices: frozenset[int]
-    oversubscription: Oversubscription | None = None
+    oversubscription: OversubscriptionSettings | None = None
     plain_static: bool = False
     isolation_memo: dict[tuple[object, ...], tuple[bool, str] | None] = field(default_factory=dict)
     gpu_checks: tuple[tuple[int, GPURejection], ...] = ()

@@ -26,8 +26,8 @@ from tensorfusion.domain.scheduling.native.node import (
 from tensorfusion.domain.scheduling.native.node_affinity import (
     NODE_AFFINITY,
     NODE_AFFINITY_REASON,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
+    AffinityRequirement,
+    AffinityTerm,
     RequiredNodeAffinity,
 )
 from tensorfusion.domain.scheduling.native.node_name import NODE_NAME, NODE_NAME_REASON
@@ -77,13 +77,13 @@ __all__ = [
     "NO_SCHEDULE",
     "PREFER_NO_SCHEDULE",
     "TAINT_TOLERATION",
+    "AffinityRequirement",
+    "AffinityTerm",
     "NativeInputError",
     "NativePlugins",
     "NativeRejection",
     "NodeFacts",
     "NodeResourcesFitArgs",
-    "NodeSelectorRequirement",
-    "NodeSelectorTerm",
     "NodeUsage",
     "PodRequirements",
     "PodResources",

@@ -19,8 +19,8 @@ from tensorfusion.domain.scheduling.native.resources import NativeInputError
 __all__ = [
     "NODE_AFFINITY",
     "NODE_AFFINITY_REASON",
-    "NodeSelectorRequirement",
-    "NodeSelectorTerm",
+    "AffinityRequirement",
+    "AffinityTerm",
     "RequiredNodeAffinity",
 ]
 
@@ -48,7 +48,7 @@ def _int64(text: str) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeSelectorRequirement:
+class AffinityRequirement:
     """One `matchExpressions` entry (operator In, NotIn, Exists, DoesNotExist, Gt or Lt)."""
 
     key: str
@@ -76,7 +76,7 @@ class NodeSelectorRequirement:
         return number > self.bound if operator == _GT else number < self.bound
 
     @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> NodeSelectorRequirement | None:
+    def parse(cls, raw: Mapping[str, Any]) -> AffinityRequirement | None:
         """Compile an expression; None when kube-scheduler would reject it."""
         key = raw.get("key")
         operator = raw.get("operator")
@@ -95,10 +95,10 @@ class NodeSelectorRequirement:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeSelectorTerm:
+class AffinityTerm:
     """One ORed term: label requirements and `metadata.name` requirements, all ANDed."""
 
-    expressions: tuple[NodeSelectorRequirement, ...] = ()
+    expressions: tuple[AffinityRequirement, ...] = ()
     name_in: tuple[frozenset[str], ...] = ()
     name_not_in: tuple[frozenset[str], ...] = ()
     valid: bool = True
@@ -117,7 +117,7 @@ class NodeSelectorTerm:
         )
 
     @classmethod
-    def parse(cls, raw: object) -> NodeSelectorTerm:
+    def parse(cls, raw: object) -> AffinityTerm:
         """Compile a term; an unparsable or empty term never matches."""
         if not isinstance(raw, Mapping):
             return cls(valid=False)
@@ -129,7 +129,7 @@ class NodeSelectorTerm:
             return cls(valid=False)
         expressions = []
         for item in raw_expressions:
-            parsed = NodeSelectorRequirement.parse(item) if isinstance(item, Mapping) else None
+            parsed = AffinityRequirement.parse(item) if isinstance(item, Mapping) else None
             if parsed is None:
                 return cls(valid=False)
             expressions.append(parsed)
@@ -155,7 +155,7 @@ class RequiredNodeAffinity:
     """A pod's `nodeSelector` plus its required node affinity (None: no affinity given)."""
 
     node_selector: tuple[tuple[str, str], ...] = ()
-    terms: tuple[NodeSelectorTerm, ...] | None = None
+    terms: tuple[AffinityTerm, ...] | None = None
 
     def matches(self, node: NodeFacts) -> bool:
         """Whether the node satisfies the selector and at least one affinity term."""
@@ -191,4 +191,4 @@ class RequiredNodeAffinity:
         raw_terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
         if not isinstance(raw_terms, list):
             return cls(pairs, ())
-        return cls(pairs, tuple(NodeSelectorTerm.parse(term) for term in raw_terms))
+        return cls(pairs, tuple(AffinityTerm.parse(term) for term in raw_terms))
