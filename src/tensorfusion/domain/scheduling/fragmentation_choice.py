@@ -2,7 +2,7 @@
 
 After Fragmentation Gradient Descent (Weng et al., USENIX ATC 2023): among the feasible
 nodes, place the pod where it increases the node's expected fragmentation
-(`allocator/fragmentation.py`) against the pool's learned request mix the least; ties go to
+(`scheduling/fragmentation.py`) against the pool's learned request mix the least; ties go to
 the higher combined score (§7.6, node score as CompactFirst), then the node name. On the node,
 a single GPU is the one with the least increase (then the fuller GPU, then the name); several
 GPUs are the topology plan's when it names `count` GPUs, otherwise the `count` GPUs with the

@@ -67,22 +67,28 @@ def holds_compute(free: FreeGPUs, count: int, need: ResourceAmount) -> bool:
 
 @dataclass(slots=True)
 class RankedFree:
-    """by_rank[k]: (k+1-th largest free amount, node) of every node with more than k GPUs."""
+    """Per rank k asked about so far, (k+1-th largest free amount, node) of every node with
+    more than k GPUs, sorted. A rank is built on its first question and kept from then on, so
+    the ranks no request asks about cost nothing on a change."""
 
-    by_rank: list[list[tuple[int, str]]] = field(default_factory=list)
+    by_rank: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
+    _free: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def add(self, name: str, free: tuple[int, ...]) -> None:
         """Count a node's ranked free amounts."""
-        while len(self.by_rank) < len(free):
-            self.by_rank.append([])
-        for rank, value in enumerate(free):
-            bisect.insort(self.by_rank[rank], (value, name))
+        self._free[name] = free
+        size = len(free)
+        for rank, entries in self.by_rank.items():
+            if rank < size:
+                bisect.insort(entries, (free[rank], name))
 
     def remove(self, name: str, free: tuple[int, ...]) -> None:
         """Forget a node (with the amounts it was added with)."""
-        for rank, value in enumerate(free):
-            entries = self.by_rank[rank]
-            del entries[bisect.bisect_left(entries, (value, name))]
+        del self._free[name]
+        size = len(free)
+        for rank, entries in self.by_rank.items():
+            if rank < size:
+                del entries[bisect.bisect_left(entries, (free[rank], name))]
 
     def update(self, name: str, old: tuple[int, ...], new: tuple[int, ...]) -> None:
         """Move a node's ranks from `old` to `new`, whatever their lengths."""
@@ -90,17 +96,17 @@ class RankedFree:
             self.remove(name, old)
             self.add(name, new)
             return
-        for rank, (before, after) in enumerate(zip(old, new, strict=True)):
-            if before != after:
-                entries = self.by_rank[rank]
-                del entries[bisect.bisect_left(entries, (before, name))]
-                bisect.insort(entries, (after, name))
+        self._free[name] = new
+        for rank, entries in self.by_rank.items():
+            if rank < len(new) and old[rank] != new[rank]:
+                del entries[bisect.bisect_left(entries, (old[rank], name))]
+                bisect.insort(entries, (new[rank], name))
 
     def holding(self, count: int, amount: int) -> list[tuple[int, str]]:
         """(free, node) of the nodes with `count` GPUs of at least `amount` free each."""
-        if count > len(self.by_rank) or count < 1:
+        if count < 1:
             return []
-        entries = self.by_rank[count - 1]
+        entries = self._ranked(count - 1)
         if amount <= 0:
             # Nothing to check: even GPUs over-committed by a capacity drop can take the pod.
             return entries
@@ -108,20 +114,22 @@ class RankedFree:
             return []
         return entries[bisect.bisect_left(entries, (amount, "")) :]
 
-    def any_holding(self, count: int, amount: int) -> bool:
-        """Whether some node has `count` GPUs with at least `amount` free each."""
-        if count > len(self.by_rank) or count < 1:
-            return False
-        entries = self.by_rank[count - 1]
-        return bool(entries) and (amount <= 0 or entries[-1][0] >= amount)
+    def _ranked(self, rank: int) -> list[tuple[int, str]]:
+        entries = self.by_rank.get(rank)
+        if entries is None:
+            entries = self.by_rank[rank] = sorted(
+                (free[rank], name) for name, free in self._free.items() if rank < len(free)
+            )
+        return entries
 
 
 @dataclass(slots=True)
 class RankedMax:
-    """For every rank k, the largest (k+1)-th free amount of any node: max-heaps whose stale
-    entries are dropped when they reach the top (no sorted list to shift on every change)."""
+    """For every rank k asked about so far, the largest (k+1)-th free amount of any node:
+    max-heaps whose stale entries are dropped when they reach the top (no sorted list to shift
+    on every change). A rank is built on its first question."""
 
-    _heaps: list[list[tuple[int, str]]] = field(default_factory=list)
+    _heaps: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     _current: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def place(self, name: str, free: tuple[int, ...] | None) -> None:
@@ -130,19 +138,23 @@ class RankedMax:
         if free is None:
             return
         self._current[name] = free
-        while len(self._heaps) < len(free):
-            self._heaps.append([])
-        for rank, value in enumerate(free):
-            if rank >= len(old) or old[rank] != value:
-                heapq.heappush(self._heaps[rank], (-value, name))
-        if len(self._heaps[0]) > 4 * len(self._current) + 64:
+        size, known = len(free), len(old)
+        grown = False
+        for rank, heap in self._heaps.items():
+            if rank < size and (rank >= known or old[rank] != free[rank]):
+                heapq.heappush(heap, (-free[rank], name))
+                grown = grown or len(heap) > 4 * len(self._current) + 64
+        if grown:
             self._compact()
 
     def any_holding(self, count: int, amount: int) -> bool:
         """Whether some node has `count` GPUs with at least `amount` free each."""
-        if count < 1 or count > len(self._heaps):
+        if count < 1:
             return False
-        heap, rank, current = self._heaps[count - 1], count - 1, self._current
+        rank, current = count - 1, self._current
+        heap = self._heaps.get(rank)
+        if heap is None:
+            heap = self._heaps[rank] = self._heap_of(rank)
         while heap:
             negative, name = heap[0]
             free = current.get(name)
@@ -151,10 +163,14 @@ class RankedMax:
             heapq.heappop(heap)
         return False
 
+    def _heap_of(self, rank: int) -> list[tuple[int, str]]:
+        heap = [(-free[rank], n) for n, free in self._current.items() if rank < len(free)]
+        heapq.heapify(heap)
+        return heap
+
     def _compact(self) -> None:
-        for rank, heap in enumerate(self._heaps):
-            heap[:] = [(-free[rank], n) for n, free in self._current.items() if rank < len(free)]
-            heapq.heapify(heap)
+        for rank in self._heaps:
+            self._heaps[rank] = self._heap_of(rank)
 
 
 def _vram(free: FreeGPUs) -> tuple[int, ...]:
