@@ -202,6 +202,13 @@ def test_indexed_decision_equals_full_evaluation(
             reasons=False,
         )
         assert (fast.node, fast.gpus, fast.combined) == (full.node, full.gpus, full.combined)
+        # Over the whole pool, as the simulator and a large filter call decide.
+        whole = decide_indexed(index, req, view, profile=replace(args, weights=weights),
+                               reasons=False)  # fmt: skip
+        everywhere = decide(allocator, req, view, names, profile=replace(args, weights=weights))
+        assert (whole.node, whole.gpus, whole.combined) == (
+            everywhere.node, everywhere.gpus, everywhere.combined,
+        )  # fmt: skip
         explained = decide_indexed(
             index, req, view, profile=replace(args, weights=weights), allowed=set(allowed)
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tensorfusion.domain.scheduling.placement_modes import ScoreOrder, plugin_of, register
+from tensorfusion.domain.scheduling.placement_modes import PlacementModePlugin, plugin_of, register
 from tensorfusion.domain.vocabulary import PlacementMode
 
 
@@ -19,7 +19,9 @@ def test_only_low_load_first_ranks_nodes_emptiest_first() -> None:
 
 
 def test_a_second_plugin_for_a_registered_name_is_refused() -> None:
-    other = ScoreOrder(PlacementMode.COMPACT_FIRST, node_by_available=True, gpu_by_available=True)
+    other = PlacementModePlugin(
+        PlacementMode.COMPACT_FIRST, node_by_available=True, gpu_by_available=True
+    )
     with pytest.raises(ValueError, match="registered twice"):
         register(other)
     assert plugin_of(PlacementMode.COMPACT_FIRST) != other

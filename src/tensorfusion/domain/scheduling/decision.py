@@ -44,6 +44,8 @@ __all__ = [
 ]
 
 _FEW = 16
+_TOP = 101
+"""Above every node score bound (0..100)."""
 """Up to this many allowed nodes are looked up one by one instead of walking the buckets."""
 
 NOT_SELECTED: Final = "not selected: lower score"
@@ -126,7 +128,7 @@ def decide(
 ) -> Decision:
     """Pick the node with the best combined score and its GPUs; nothing is changed."""
     ctx = RequestContext.build(allocator, request, profile)
-    ctx.placement.observe(ctx, native)
+    _observe(ctx, native)
     return _evaluate_all(ctx, native, candidates, explain=False).decision
 
 
@@ -154,7 +156,7 @@ def _evaluate_all(
     native_rejections: dict[str, tuple[str, str]] = {}
     evaluations: dict[str, NodeEvaluation] = {}
     messages: dict[str, str] = {}
-    own_algorithm = ctx.placement.own_algorithm
+    algorithm = ctx.placement.algorithm
     feasible: list[tuple[NodeEvaluation, int]] = []
     for name in candidates:
         evaluated += 1
@@ -178,13 +180,13 @@ def _evaluate_all(
             messages[name] = ev.message or ev.rejected_at
             continue
         fit = native.fit(name)
-        if own_algorithm:
+        if algorithm is not None:
             feasible.append((ev, fit))
             continue
         key = (wfit * fit + wgpu * ev.node_score, ev.node_score, name)
         if _better(key, best):
             best, best_ev = key, ev
-    choice = ctx.placement.choose(ctx, feasible, weights, native) if own_algorithm else None
+    choice = algorithm.choose(ctx, feasible, weights, native) if algorithm is not None else None
     if choice is not None:
         decision = _chosen(choice, messages)
     elif best is None or best_ev is None:
@@ -194,6 +196,13 @@ def _evaluate_all(
         gpus, selection = choose_gpus(ctx, best_ev)
         decision = Decision(best[2], gpus, selection, None, best[0], messages)
     return _Evaluated(decision, native_rejections, evaluations)
+
+
+def _observe(ctx: RequestContext, native: NativeView) -> None:
+    """Hand the arrival to the mode's own algorithm, if it has one."""
+    algorithm = ctx.placement.algorithm
+    if algorithm is not None:
+        algorithm.observe(ctx, native)
 
 
 def _chosen(choice: Choice, messages: dict[str, str]) -> Decision:
@@ -227,7 +236,7 @@ def decide_indexed(
     index.sync()
     allocator = index.allocator
     ctx = RequestContext.build(allocator, request, profile)
-    ctx.placement.observe(ctx, native)
+    _observe(ctx, native)
     if ctx.quota_rejection is not None:
         if not reasons:
             return Decision(None, (), None, ctx.quota_rejection)
@@ -239,10 +248,11 @@ def decide_indexed(
         not index.may_hold(pool, count, request.request) or not native.fits_somewhere()
     ):
         return Decision(None, (), None, None)
-    if ctx.placement.own_algorithm:
+    algorithm = ctx.placement.algorithm
+    if algorithm is not None:
         if reasons:  # the scan gives every node its reason; it evaluates all nodes anyway
             return _full_scan(allocator, request, native, allowed, profile)
-        choice = ctx.placement.decide_fast(index, ctx, native, allowed, profile.weights)
+        choice = algorithm.decide_fast(index, ctx, native, allowed, profile.weights)
         return Decision(None, (), None, None) if choice is None else _chosen(choice, {})
     fit_bound = native.fit_bound()
     nodes = allocator.nodes
@@ -264,13 +274,21 @@ def decide_indexed(
     # for most nodes, else made exact once the candidate reaches the top. A candidate is
     # chosen once its key is exact and no unopened bucket can beat it.
     heap: list[tuple[int, int, str, bool, int]] = []
-    if not reasons and allowed is not None and len(allowed) <= _FEW:
+    # Without reasons over the whole pool, the next bucket is only computed (its nodes checked
+    # for compute) once the best candidate cannot beat the next bucket holding the VRAM.
+    lazy = not reasons and (allowed is None or len(allowed) > _FEW)
+    if not reasons and not lazy and allowed is not None:
         buckets = index.ordered_among(pool, allowed, count, need_vram, request.request)
     else:
         # With reasons, nodes short of compute are opened so that they get their stage message.
         compute = None if reasons else request.request
         buckets = index.ordered(pool, count, need_vram, every_bucket=reasons, compute=compute)
-    upcoming = next(buckets, None)
+    upcoming: tuple[int, list[str]] | None
+    if lazy:
+        top = index.next_bound(pool, _TOP, count, need_vram)
+        upcoming = None if top is None else (top, [])
+    else:
+        upcoming = next(buckets, None)
     exact = index.exact_nodes(pool)
     while True:
         if heap and (
@@ -290,8 +308,17 @@ def decide_indexed(
             return Decision(name, gpus, selection, None, -negative, rejections)
         if upcoming is None:
             break
-        bound, names = upcoming
-        upcoming = next(buckets, None)
+        if lazy:
+            opened = next(buckets, None)
+            if opened is None:
+                upcoming = None
+                continue
+            bound, names = opened
+            after = index.next_bound(pool, bound, count, need_vram)
+            upcoming = None if after is None else (after, [])
+        else:
+            bound, names = upcoming
+            upcoming = next(buckets, None)
         if reasons:
             _reject_short_of_vram(index, pool, bound, names, allowed, count, need_vram,
                                   rejections)  # fmt: skip

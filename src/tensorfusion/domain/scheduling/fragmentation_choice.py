@@ -35,7 +35,12 @@ from tensorfusion.domain.scheduling.fragmentation import (
 )
 from tensorfusion.domain.scheduling.node_index import NodeScoreIndex
 from tensorfusion.domain.scheduling.placement import PlacementWeights
-from tensorfusion.domain.scheduling.placement_modes import Choice, CPURoom, NativeAdmits
+from tensorfusion.domain.scheduling.placement_modes import (
+    Choice,
+    CPURoom,
+    NativeAdmits,
+    PlacementModePlugin,
+)
 from tensorfusion.domain.scheduling.request_context import RequestContext
 from tensorfusion.domain.scheduling.scheduler_config import ScoreWeights
 from tensorfusion.domain.vocabulary import PlacementMode
@@ -43,12 +48,11 @@ from tensorfusion.domain.vocabulary import PlacementMode
 __all__ = [
     "FRAGMENTATION_AWARE",
     "CPUOnlyCost",
-    "FragmentationAware",
-    "choose",
+    "FragmentationAwareAlgorithm",
     "cpu_only_cost",
-    "decide_fast",
     "feasible_indexed",
     "gpus_for",
+    "least_fragmenting",
     "request_class_key",
 ]
 
@@ -89,11 +93,10 @@ def gpus_for(
     return names, "fragmentation", placement_delta(keys, chosen, need, whole, mix, weights, cpu)
 
 
-def choose(
+def least_fragmenting(
     ctx: RequestContext,
     feasible: Sequence[tuple[NodeEvaluation, int]],
-    wfit: int,
-    wgpu: int,
+    weights: ScoreWeights,
     room: CPURoom | None = None,
     index: NodeScoreIndex | None = None,
 ) -> Choice | None:
@@ -119,25 +122,12 @@ def choose(
             gpus, selection, delta = cast(tuple[tuple[str, ...], str, int], pick)
         else:
             gpus, selection, delta = gpus_for(ctx, ev, mix, cpu)
-        combined = wfit * fit + wgpu * ev.node_score
+        combined = weights.node_resources_fit * fit + weights.gpu_resources_fit * ev.node_score
         key = (delta, -combined, -ev.node_score, ev.node)
         if best is None or key < best:
             best, best_pick = key, (gpus, selection)
     assert best is not None
     return Choice(best[3], best_pick[0], best_pick[1], -best[1], best[0])
-
-
-def decide_fast(
-    index: NodeScoreIndex,
-    ctx: RequestContext,
-    native: NativeAdmits,
-    allowed: Collection[str] | None,
-    weights: ScoreWeights,
-) -> Choice | None:
-    """`decide_indexed(reasons=False)` in this mode: the least-fragmenting feasible node."""
-    feasible = feasible_indexed(index, ctx, native, allowed)
-    wfit, wgpu = weights.node_resources_fit, weights.gpu_resources_fit
-    return choose(ctx, feasible, wfit, wgpu, native, index)
 
 
 def request_class_key(ctx: RequestContext) -> AllocationRequest | None:
@@ -225,14 +215,8 @@ def cpu_only_cost(
     return CPUOnlyCost(delta, units // cores_left)
 
 
-@dataclass(frozen=True, slots=True)
-class FragmentationAware:
-    """The mode's plugin: learns the pool's request mix and picks the least-fragmenting node."""
-
-    mode: PlacementMode = PlacementMode.FRAGMENTATION_AWARE
-    node_by_available: bool = False
-    gpu_by_available: bool = False
-    own_algorithm: bool = True
+class FragmentationAwareAlgorithm:
+    """Learns the pool's request mix and picks the least-fragmenting node."""
 
     def observe(self, ctx: RequestContext, room: CPURoom | None) -> None:
         """Record the request's arrival in its pool's mix."""
@@ -247,7 +231,7 @@ class FragmentationAware:
         room: CPURoom | None,
     ) -> Choice | None:
         """The least-fragmenting of the feasible nodes."""
-        return choose(ctx, feasible, weights.node_resources_fit, weights.gpu_resources_fit, room)
+        return least_fragmenting(ctx, feasible, weights, room)
 
     def decide_fast(
         self,
@@ -257,9 +241,15 @@ class FragmentationAware:
         allowed: Collection[str] | None,
         weights: ScoreWeights,
     ) -> Choice | None:
-        """The least-fragmenting node of the pool's indexed nodes."""
-        return decide_fast(index, ctx, native, allowed, weights)
+        """`decide_indexed(reasons=False)` in this mode: the least-fragmenting feasible node."""
+        feasible = feasible_indexed(index, ctx, native, allowed)
+        return least_fragmenting(ctx, feasible, weights, native, index)
 
 
-FRAGMENTATION_AWARE: Final = FragmentationAware()
-"""The registered plugin (the package's `__init__`)."""
+FRAGMENTATION_AWARE: Final = PlacementModePlugin(
+    PlacementMode.FRAGMENTATION_AWARE,
+    node_by_available=False,
+    gpu_by_available=False,
+    algorithm=FragmentationAwareAlgorithm(),
+)
+"""The registered mode (the package's `__init__`)."""

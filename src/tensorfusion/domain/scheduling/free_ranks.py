@@ -114,6 +114,13 @@ class RankedFree:
             return []
         return entries[bisect.bisect_left(entries, (amount, "")) :]
 
+    def any_holding(self, count: int, amount: int) -> bool:
+        """Whether some node has `count` GPUs with at least `amount` free each."""
+        if count < 1:
+            return False
+        entries = self._ranked(count - 1)
+        return bool(entries) and (amount <= 0 or entries[-1][0] >= amount)
+
     def _ranked(self, rank: int) -> list[tuple[int, str]]:
         entries = self.by_rank.get(rank)
         if entries is None:

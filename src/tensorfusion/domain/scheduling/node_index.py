@@ -26,8 +26,8 @@ from tensorfusion.domain.scheduling.free_ranks import (
     holds_compute,
 )
 from tensorfusion.domain.scheduling.placement import (
+    NodeTerms,
     PlacementWeights,
-    node_term,
 )
 from tensorfusion.domain.scheduling.placement_modes import plugin_of
 
@@ -39,9 +39,7 @@ _MEMO_LIMIT = 512
 _CONSUMER = "node-index"
 
 
-def node_score_bound(
-    node: NodeState, use_available: bool, weights: PlacementWeights
-) -> tuple[int, bool]:
+def node_score_bound(node: NodeState, terms: NodeTerms) -> tuple[int, bool]:
     """An upper bound of the node score (§7.3) of the node for any request, and whether it is
     the exact score for every request the node can take.
 
@@ -49,16 +47,14 @@ def node_score_bound(
     nothing, so the node score is exactly the mean over all GPUs; otherwise the best GPU term
     bounds the mean over any subset.
     """
-    if not node.gpus:
+    gpus = node.gpus
+    if not gpus:
         return 0, False
-    terms = []
-    states = set()
-    for gpu in node.gpus:
-        terms.append(node_term(gpu, use_available, weights))
-        states.add(gpu.isolation_state())
-    if len(states) == 1:
-        return sum(terms) // len(terms), True
-    return max(terms), False
+    scores = [terms.of(gpu) for gpu in gpus]
+    first = gpus[0].isolation_state()
+    if all(gpu.isolation_state() == first for gpu in gpus):
+        return sum(scores) // len(scores), True
+    return max(scores), False
 
 
 @dataclass(slots=True)
@@ -90,6 +86,7 @@ class _Bucket:
 @dataclass(slots=True)
 class _PoolBuckets:
     use_available: bool
+    terms: NodeTerms
     entries: dict[str, NodeEntry] = field(default_factory=dict)
     exact: set[str] = field(default_factory=set)
     buckets: list[_Bucket] = field(default_factory=lambda: [_Bucket() for _ in range(_SCORES)])
@@ -178,6 +175,18 @@ class NodeScoreIndex:
                 if names or every_bucket:
                     yield bound, names
 
+    def next_bound(self, pool: str, below: int, count: int, vram: int) -> int | None:
+        """The highest bound under `below` of a bucket where some node has `count` GPUs of the
+        pool with `vram` bytes free each (an upper bound of what `ordered` yields next)."""
+        buckets = self._pools.get(pool)
+        if buckets is None:
+            return None
+        for bound in range(min(below, _SCORES) - 1, -1, -1):
+            bucket = buckets.buckets[bound]
+            if bucket.size and bucket.vram.any_holding(count, vram):
+                return bound
+        return None
+
     def ordered_among(
         self,
         pool: str,
@@ -235,7 +244,10 @@ class NodeScoreIndex:
         buckets = self._pools.get(pool)
         if buckets is None:
             mode = self.allocator.pool(pool).placement_mode
-            buckets = self._pools[pool] = _PoolBuckets(plugin_of(mode).node_by_available)
+            use_available = plugin_of(mode).node_by_available
+            buckets = self._pools[pool] = _PoolBuckets(
+                use_available, NodeTerms(use_available, self.weights)
+            )
         return buckets
 
     def _refresh(self, name: str) -> None:
@@ -249,7 +261,7 @@ class NodeScoreIndex:
             return
         for pool in pools:
             buckets = self._buckets_for(pool)
-            bound, exact = node_score_bound(node, buckets.use_available, self.weights)
+            bound, exact = node_score_bound(node, buckets.terms)
             entry = NodeEntry(bound, exact, free_gpus([g for g in node.gpus if g.pool == pool]))
             if buckets.entries.get(name) != entry:
                 buckets.place(name, entry)

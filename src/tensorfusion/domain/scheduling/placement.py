@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tensorfusion.domain.allocator.gpu_state import GPUState
 from tensorfusion.domain.vocabulary import GPUPhase
 
 __all__ = [
+    "NodeTerms",
     "PlacementWeights",
     "gpu_score",
     "node_term",
@@ -53,7 +54,8 @@ def score_gpu(
     return normalised_score(100 - avail_vram, 100 - avail_tflops, weights)
 
 
-_remembered_score = functools.lru_cache(maxsize=65536)(score_gpu)
+_REMEMBERED = 65536
+_remembered_score = functools.lru_cache(maxsize=_REMEMBERED)(score_gpu)
 
 
 def gpu_score(gpu: GPUState, use_available: bool, weights: PlacementWeights) -> int:
@@ -66,6 +68,31 @@ def gpu_score(gpu: GPUState, use_available: bool, weights: PlacementWeights) -> 
         use_available,
         weights,
     )
+
+
+@dataclass(slots=True)
+class NodeTerms:
+    """`node_term` of GPUs under one score direction and weights, remembered by the GPU's
+    effective and capacity figures (the node index asks it on every change of a node)."""
+
+    use_available: bool
+    weights: PlacementWeights
+    _known: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
+
+    def of(self, gpu: GPUState) -> int:
+        """S(g, node) of the GPU, a quarter for a Pending GPU (§7.3)."""
+        key = (
+            gpu.available_tflops - gpu.assumed_tflops,
+            gpu.capacity_tflops,
+            gpu.available_vram - gpu.assumed_vram,
+            gpu.capacity_vram,
+        )
+        score = self._known.get(key)
+        if score is None:
+            if len(self._known) >= _REMEMBERED:
+                self._known.clear()
+            score = self._known[key] = score_gpu(*key, self.use_available, self.weights)
+        return score // 4 if gpu.phase is GPUPhase.PENDING else score
 
 
 def node_term(gpu: GPUState, use_available: bool, weights: PlacementWeights) -> int:

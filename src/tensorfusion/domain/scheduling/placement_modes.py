@@ -1,9 +1,10 @@
 """Placement modes (scheduling.md §7): how a pool ranks its nodes and GPUs, registered by name.
 
 A mode says which way its node-level and GPU-level scores rank (the emptiest first, or the
-fullest), and may bring its own algorithm: then it records each arrival (`observe`) and picks
-among the feasible nodes itself (`choose`, and `decide_fast` for the indexed path) instead of
-the best combined score. The built-in modes are registered in the package's `__init__`.
+fullest), and may bring its own algorithm (`PlacementAlgorithm`): it records each arrival
+(`observe`) and picks among the feasible nodes itself (`choose`, and `decide_fast` for the
+indexed path) instead of the best combined score. The built-in modes are registered in the
+package's `__init__`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ __all__ = [
     "CPURoom",
     "Choice",
     "NativeAdmits",
+    "PlacementAlgorithm",
     "PlacementModePlugin",
-    "ScoreOrder",
     "plugin_of",
     "register",
 ]
@@ -64,27 +65,11 @@ class NativeAdmits(CPURoom, Protocol):
         """NodeResourcesFit score 0..100 of the pod on the node."""
 
 
-class PlacementModePlugin(Protocol):
-    """One placement mode."""
-
-    @property
-    def mode(self) -> PlacementMode:
-        """The mode's name (the GPUPool's `placement.mode`)."""
-
-    @property
-    def node_by_available(self) -> bool:
-        """Whether the node-level score ranks by available (emptiest first)."""
-
-    @property
-    def gpu_by_available(self) -> bool:
-        """Whether the GPU-level score ranks by available (emptiest first)."""
-
-    @property
-    def own_algorithm(self) -> bool:
-        """Whether the mode picks among feasible nodes itself (`choose`, `decide_fast`)."""
+class PlacementAlgorithm(Protocol):
+    """A mode's own way of choosing among the feasible nodes."""
 
     def observe(self, ctx: RequestContext, room: CPURoom | None) -> None:
-        """Record a request's arrival (a mode that learns from arrivals)."""
+        """Record a request's arrival (before it is decided)."""
 
     def choose(
         self,
@@ -107,47 +92,30 @@ class PlacementModePlugin(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class ScoreOrder:
-    """A mode that is only a direction of the two scores: the best combined score wins."""
+class PlacementModePlugin:
+    """One placement mode: the direction of its two scores, and its own algorithm if any
+    (without one, the best combined score wins)."""
 
     mode: PlacementMode
     node_by_available: bool
+    """Whether the node-level score ranks by available (emptiest first)."""
     gpu_by_available: bool
-    own_algorithm: bool = False
-
-    def observe(self, ctx: RequestContext, room: CPURoom | None) -> None:
-        """Nothing to learn."""
-
-    def choose(
-        self,
-        ctx: RequestContext,
-        feasible: Sequence[tuple[NodeEvaluation, int]],
-        weights: ScoreWeights,
-        room: CPURoom | None,
-    ) -> Choice | None:
-        """Not used: the decision takes the best combined score."""
-        return None
-
-    def decide_fast(
-        self,
-        index: NodeScoreIndex,
-        ctx: RequestContext,
-        native: NativeAdmits,
-        allowed: Collection[str] | None,
-        weights: ScoreWeights,
-    ) -> Choice | None:
-        """Not used: the decision walks the index by score bound."""
-        return None
+    """Whether the GPU-level score ranks by available (emptiest first)."""
+    algorithm: PlacementAlgorithm | None = None
 
 
-SCORE_ORDERS: tuple[ScoreOrder, ...] = (
-    ScoreOrder(PlacementMode.COMPACT_FIRST, node_by_available=False, gpu_by_available=False),
-    ScoreOrder(PlacementMode.LOW_LOAD_FIRST, node_by_available=True, gpu_by_available=True),
-    ScoreOrder(
+SCORE_ORDERS: tuple[PlacementModePlugin, ...] = (
+    PlacementModePlugin(
+        PlacementMode.COMPACT_FIRST, node_by_available=False, gpu_by_available=False
+    ),
+    PlacementModePlugin(
+        PlacementMode.LOW_LOAD_FIRST, node_by_available=True, gpu_by_available=True
+    ),
+    PlacementModePlugin(
         PlacementMode.NODE_COMPACT_GPU_LOW_LOAD, node_by_available=False, gpu_by_available=True
     ),
 )
-"""The modes of the reference (scheduling.md §7.2)."""
+"""The modes of the reference (scheduling.md §7.2): score directions only."""
 
 _PLUGINS: dict[PlacementMode, PlacementModePlugin] = {}
 
