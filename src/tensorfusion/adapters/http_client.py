@@ -1,14 +1,18 @@
 """The plain HTTP client (httpx's) as code outside adapters names it: the client and answer
 types, what a call raises when the server cannot be reached or read, and a client for
-addresses outside the API server (the doctor's calls to Alertmanagers and `--api-url`)."""
+addresses outside the API server (the doctor's calls to Alertmanagers and `--api-url`); and the
+health probe of a child process on loopback."""
 
 from __future__ import annotations
 
+import ssl
+from collections.abc import Awaitable, Callable
 from typing import Final, TypeAlias
 
+import aiohttp
 import httpx
 
-__all__ = ["HTTP_ERRORS", "HttpClient", "HttpResponse", "http_client"]
+__all__ = ["HTTP_ERRORS", "HttpClient", "HttpResponse", "http_client", "loopback_tls_probe"]
 
 HttpClient: TypeAlias = httpx.AsyncClient
 HttpResponse: TypeAlias = httpx.Response
@@ -20,3 +24,28 @@ badly (the answer's status alone raises nothing)."""
 def http_client(timeout_s: float) -> HttpClient:
     """A client whose every call is bounded by `timeout_s` seconds (close it: `aclose()`)."""
     return httpx.AsyncClient(timeout=timeout_s)
+
+
+def loopback_tls_probe(
+    port: int, path: str, timeout_s: float = 3.0
+) -> Callable[[], Awaitable[bool]]:
+    """A check that `https://127.0.0.1:<port><path>` answers 200, for a child process that
+    serves it with a self-signed certificate on loopback (the certificate is not verified:
+    nothing leaves the host)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    url = f"https://127.0.0.1:{port}{path}"
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    async def healthy() -> bool:
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.get(url, ssl=context) as reply,
+            ):
+                return reply.status == 200
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return False
+
+    return healthy

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import orjson
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from tensorfusion.domain.scheduling.extender_protocol import (
@@ -25,6 +24,7 @@ from tensorfusion.domain.scheduling.extender_protocol import (
     ExtenderProtocolError,
 )
 from tensorfusion.extender.scheduling import Extender
+from tensorfusion.runtime import web
 
 __all__ = ["EXTENDER_PREFIX", "ExtenderMetrics", "create_extender_app"]
 

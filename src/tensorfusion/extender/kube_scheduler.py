@@ -17,16 +17,15 @@ import os
 import re
 import shutil
 import socket
-import ssl
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import aiohttp
 import yaml
 
+from tensorfusion.adapters.http_client import loopback_tls_probe
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES
 from tensorfusion.domain.scheduling.kube_scheduler_config import (
     derive_kube_scheduler_config,
@@ -195,20 +194,4 @@ def _child_logger() -> logging.LoggerAdapter[logging.Logger]:
 
 def _healthz(port: int) -> Callable[[], Awaitable[bool]]:
     # kube-scheduler serves /healthz over TLS with a self-signed certificate on loopback.
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    url = f"https://127.0.0.1:{port}/healthz"
-    timeout = aiohttp.ClientTimeout(total=3)
-
-    async def healthy() -> bool:
-        try:
-            async with (
-                aiohttp.ClientSession(timeout=timeout) as session,
-                session.get(url, ssl=context) as reply,
-            ):
-                return reply.status == 200
-        except (aiohttp.ClientError, TimeoutError, OSError):
-            return False
-
-    return healthy
+    return loopback_tls_probe(port, "/healthz")

@@ -322,6 +322,14 @@ def decide_indexed(
         if reasons:
             _reject_short_of_vram(index, pool, bound, names, allowed, count, need_vram,
                                   rejections)  # fmt: skip
+        if lazy and allowed is None:
+            # The common case spelled out: no reasons, the whole pool.
+            base = wgpu * bound
+            for name in names:
+                fit = admitted_fit(name)
+                if fit >= 0:
+                    heapq.heappush(heap, (-(wfit * fit + base), -bound, name, name in exact, fit))
+            continue
         for name in names:
             if allowed is not None and name not in allowed:
                 continue

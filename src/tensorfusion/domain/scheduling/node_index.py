@@ -91,6 +91,8 @@ class _PoolBuckets:
     exact: set[str] = field(default_factory=set)
     buckets: list[_Bucket] = field(default_factory=lambda: [_Bucket() for _ in range(_SCORES)])
     capacity: PoolCapacity = field(default_factory=PoolCapacity)
+    top: int = -1
+    """The highest bound whose bucket holds a node (-1: none)."""
 
     def place(self, name: str, entry: NodeEntry | None) -> None:
         old = self.entries.pop(name, None)
@@ -104,6 +106,9 @@ class _PoolBuckets:
                 self.buckets[old.bound].remove(name, old.free.vram)
             if entry is not None:
                 self.buckets[entry.bound].add(name, entry.free.vram)
+                self.top = max(self.top, entry.bound)
+            while self.top >= 0 and not self.buckets[self.top].size:
+                self.top -= 1
         if entry is not None:
             self.entries[name] = entry
             if entry.exact:
@@ -162,7 +167,7 @@ class NodeScoreIndex:
         percent = compute is not None and compute.percent_milli > 0
         amount = 0 if compute is None else compute.percent_milli or compute.tflops_milli
         rank = count - 1
-        for bound in range(_SCORES - 1, -1, -1):
+        for bound in range(buckets.top, -1, -1):
             bucket = buckets.buckets[bound]
             if bucket.size:
                 holding = bucket.vram.holding(count, vram)
@@ -181,7 +186,7 @@ class NodeScoreIndex:
         buckets = self._pools.get(pool)
         if buckets is None:
             return None
-        for bound in range(min(below, _SCORES) - 1, -1, -1):
+        for bound in range(min(below - 1, buckets.top), -1, -1):
             bucket = buckets.buckets[bound]
             if bucket.size and bucket.vram.any_holding(count, vram):
                 return bound
