@@ -16,7 +16,7 @@ import random
 import statistics
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from tensorfusion.domain.scheduling.scheduler_config import GPUResourcesFitArgs, SchedulingProfile
@@ -85,17 +85,18 @@ class Harness:
     def __init__(self, nodes: int, seed: int, mode: str = "NodeCompactGPULowLoad") -> None:
         settings = read_scheduler_settings(default_scheduler_config())
         fit = settings.gpu_resources_fit
-        self.args = SchedulingProfile(
-            GPUResourcesFitArgs(max_worker_per_node=fit.max_worker_per_node)
-        )
-        self.weights = ScoreWeights(
-            settings.score_weights.node_resources_fit, settings.score_weights.gpu_resources_fit
+        self.profile = SchedulingProfile(
+            GPUResourcesFitArgs(max_worker_per_node=fit.max_worker_per_node),
+            weights=ScoreWeights(
+                settings.score_weights.node_resources_fit,
+                settings.score_weights.gpu_resources_fit,
+            ),
         )
         self.cluster: VirtualCluster = build_cluster(cluster_of(nodes, mode))
         self.native = NativeCluster.from_nodes(
             NativePlugins(settings.node_resources_fit), self.cluster.node_objects
         )
-        self.index = NodeScoreIndex(self.cluster.allocator, self.args.gpu_fit.weights)
+        self.index = NodeScoreIndex(self.cluster.allocator, self.profile.gpu_fit.weights)
         self.rng = random.Random(seed)
         self.shapes = [s for s in MIX for _ in range(s.weight)]
         self.requirements = {
@@ -145,7 +146,7 @@ class Harness:
             self.index,
             request,
             self.native.view(uid),
-            profile=replace(self.args, weights=self.weights),
+            profile=self.profile,
             reasons=False,
         )
         if decision.node is not None:
@@ -240,7 +241,7 @@ def run_explanations(nodes: int, runs: int) -> dict[str, float]:
             request,
             view,
             names,
-            profile=replace(harness.args, weights=harness.weights),
+            profile=harness.profile,
         )
         timings.append(time.perf_counter() - started)
     assert len(body["nodes"]) == nodes

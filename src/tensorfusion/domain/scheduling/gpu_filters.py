@@ -17,7 +17,7 @@ from tensorfusion.domain.allocator.gpu_state import (
     TENSOR_FUSION_USER,
     WHOLE_CARD_MODES,
     GPUState,
-    room_failure,
+    resource_failure,
     whole_card_failure,
 )
 from tensorfusion.domain.allocator.quota import charge_for, check_single, check_total
@@ -103,20 +103,20 @@ class QuotaCheck:
 
 def _isolation(ctx: RequestContext, gpu: GPUState) -> tuple[bool, str] | None:
     """(policy stage?, reason) of stages 1 and 4, or None."""
-    if ctx.plain_static:
-        # The usual case, decided inline: Static policy, GPU without its own policy or lock.
-        mode = ctx.request.isolation
-        suspect = (
-            (
-                gpu.isolation_policy is not None
-                and gpu.isolation_policy is not IsolationPolicy.STATIC
-            )
-            or (mode is not IsolationMode.SHARED and gpu.isolation_mode not in ("", mode))
-            or (gpu.capabilities is not None and not gpu.capabilities.supports(mode))
-        )
-        if not suspect:
-            return None
+    if ctx.plain_static and not _suspect(ctx, gpu):
+        return None
     return isolation_failure(ctx, gpu)
+
+
+def _suspect(ctx: RequestContext, gpu: GPUState) -> bool:
+    """Under the Static policy, whether the GPU may fail stage 1 or 4 (the usual GPU, without
+    a policy or lock of its own and with the capabilities asked, surely passes both)."""
+    mode = ctx.request.isolation
+    return (
+        (gpu.isolation_policy is not None and gpu.isolation_policy is not IsolationPolicy.STATIC)
+        or (mode is not IsolationMode.SHARED and gpu.isolation_mode not in ("", mode))
+        or (gpu.capabilities is not None and not gpu.capabilities.supports(mode))
+    )
 
 
 def isolation_failure(ctx: RequestContext, gpu: GPUState) -> tuple[bool, str] | None:
@@ -190,15 +190,21 @@ class IsolationPolicyFilter:
 
     def reject(self, ctx: RequestContext, gpu: GPUState, explain: bool) -> str | None:
         """The policy's reason, or None."""
+        if ctx.plain_static and gpu.isolation_policy is None and not gpu.isolation_mode:
+            return None  # the usual GPU under the Static policy, decided inline
         failure = _isolation(ctx, gpu)
         return failure[1] if failure is not None and failure[0] else None
+
+
+_OURS: Final = ("", TENSOR_FUSION_USER)
+"""`usedBy` values of a GPU TensorFusion may schedule on."""
 
 
 def phase_failure(gpu: GPUState) -> str | None:
     """Stage 2 (PhaseFilter) for a GPU: None when it may be scheduled."""
     if gpu.missing:
         return f"GPU is missing since {gpu.missing_since}"
-    if gpu.used_by not in ("", TENSOR_FUSION_USER):
+    if gpu.used_by not in _OURS:
         return f"usedBy is {gpu.used_by}"
     if gpu.phase is not GPUPhase.RUNNING:
         return f"phase is {gpu.phase}"
@@ -216,6 +222,14 @@ class PhaseFilter:
 
     def reject(self, ctx: RequestContext, gpu: GPUState, explain: bool) -> str | None:
         """The phase's reason, or None."""
+        if (
+            gpu.phase is GPUPhase.RUNNING
+            and not gpu.missing_since
+            and gpu.used_by in _OURS
+            and gpu.capacity_tflops > 0
+            and gpu.capacity_vram > 0
+        ):
+            return None  # the usual GPU, decided inline
         return phase_failure(gpu)
 
 
@@ -245,6 +259,8 @@ class GPUIsolationModeFilter:
 
     def reject(self, ctx: RequestContext, gpu: GPUState, explain: bool) -> str | None:
         """The capability's reason, or None."""
+        if ctx.plain_static and gpu.capabilities is None and gpu.isolation_policy is None:
+            return None  # nothing to check but the policy's rules, which stage 1 passed
         failure = _isolation(ctx, gpu)
         return failure[1] if failure is not None and not failure[0] else None
 
@@ -274,8 +290,10 @@ class GPUResourceFilter:
 
     def reject(self, ctx: RequestContext, gpu: GPUState, explain: bool) -> str | None:
         """The shortfall (its text only with `explain`), or None."""
-        room = room_failure(gpu, ctx.request, explain)
-        return None if room is None else room[1]
+        request = ctx.request
+        if gpu.whole_holders and request.isolation not in WHOLE_CARD_MODES:
+            return whole_card_failure(gpu, request)
+        return resource_failure(gpu, request, explain)
 
 
 @dataclass(frozen=True, slots=True)
