@@ -106,7 +106,7 @@ class RankedFree:
         """(free, node) of the nodes with `count` GPUs of at least `amount` free each."""
         if count < 1:
             return []
-        entries = self._ranked(count - 1)
+        entries = self.ranked(count - 1)
         if amount <= 0:
             # Nothing to check: even GPUs over-committed by a capacity drop can take the pod.
             return entries
@@ -114,14 +114,9 @@ class RankedFree:
             return []
         return entries[bisect.bisect_left(entries, (amount, "")) :]
 
-    def any_holding(self, count: int, amount: int) -> bool:
-        """Whether some node has `count` GPUs with at least `amount` free each."""
-        if count < 1:
-            return False
-        entries = self._ranked(count - 1)
-        return bool(entries) and (amount <= 0 or entries[-1][0] >= amount)
-
-    def _ranked(self, rank: int) -> list[tuple[int, str]]:
+    def ranked(self, rank: int) -> list[tuple[int, str]]:
+        """(free, node) at `rank` of every node with more than `rank` GPUs, ascending (kept
+        from its first question on; do not change it)."""
         entries = self.by_rank.get(rank)
         if entries is None:
             entries = self.by_rank[rank] = sorted(
@@ -180,10 +175,6 @@ class RankedMax:
             self._heaps[rank] = self._heap_of(rank)
 
 
-def _vram(free: FreeGPUs) -> tuple[int, ...]:
-    return free.vram
-
-
 def _tflops(free: FreeGPUs) -> tuple[int, ...]:
     return free.tflops
 
@@ -194,37 +185,34 @@ def _percent(free: FreeGPUs) -> tuple[int, ...]:
 
 @dataclass(slots=True)
 class PoolCapacity:
-    """The largest ranked free VRAM, TFLOPs and compute percent over every node of a pool.
+    """The largest ranked free TFLOPs and compute percent over every node of a pool (the VRAM
+    is ranked per bucket by the node index).
 
     A change is only noted; each dimension takes the nodes' latest amounts when a request
     first asks about it, so a node that changes twice between requests is ranked once and a
     dimension no request asks about (compute percent, often) is never ranked.
     """
 
-    vram: RankedMax = field(default_factory=RankedMax)
     tflops: RankedMax = field(default_factory=RankedMax)
     percent: RankedMax = field(default_factory=RankedMax)
-    _pending: tuple[dict[str, FreeGPUs | None], ...] = field(default_factory=lambda: ({}, {}, {}))
+    _pending: tuple[dict[str, FreeGPUs | None], ...] = field(default_factory=lambda: ({}, {}))
 
     def place(self, name: str, new: FreeGPUs | None) -> None:
         """Replace a node's amounts (None: the node is gone)."""
         for pending in self._pending:
             pending[name] = new
 
-    def may_hold(self, count: int, need: ResourceAmount) -> bool:
-        """Whether some node may have `count` GPUs each with the VRAM and compute asked
-        (a necessary condition: each dimension is checked on its own)."""
-        if not self._ranked(0).any_holding(count, need.vram_bytes):
-            return False
+    def may_hold_compute(self, count: int, need: ResourceAmount) -> bool:
+        """Whether some node may have `count` GPUs each with the compute asked free."""
         if need.percent_milli:
-            return self._ranked(2).any_holding(count, need.percent_milli)
-        return self._ranked(1).any_holding(count, need.tflops_milli)
+            return self._ranked(1).any_holding(count, need.percent_milli)
+        return self._ranked(0).any_holding(count, need.tflops_milli)
 
     def _ranked(self, dimension: int) -> RankedMax:
-        ranked = (self.vram, self.tflops, self.percent)[dimension]
+        ranked = (self.tflops, self.percent)[dimension]
         pending = self._pending[dimension]
         if pending:
-            pick = (_vram, _tflops, _percent)[dimension]
+            pick = (_tflops, _percent)[dimension]
             for name, new in pending.items():
                 ranked.place(name, pick(new) if new is not None else None)
             pending.clear()

@@ -5,8 +5,8 @@ node can beat the best combined score found, so a decision touches a handful of 
 of all of them while choosing exactly what a full evaluation would choose. Each bucket also
 knows, for every GPU count k, the largest "k-th most free VRAM" among its nodes, so a bucket
 where no node has k GPUs with enough free memory is skipped whole, and each pool knows the
-same for VRAM, TFLOPs and compute percent over all its nodes, so a request that fits nowhere
-is turned down without opening a bucket (`may_hold`).
+same for TFLOPs and compute percent over all its nodes, so a request that fits nowhere is
+turned down without opening a bucket (`may_hold`).
 """
 
 from __future__ import annotations
@@ -186,10 +186,15 @@ class NodeScoreIndex:
         buckets = self._pools.get(pool)
         if buckets is None:
             return None
+        if count < 1:
+            return None
+        rank = count - 1
         for bound in range(min(below - 1, buckets.top), -1, -1):
             bucket = buckets.buckets[bound]
-            if bucket.size and bucket.vram.any_holding(count, vram):
-                return bound
+            if bucket.size:
+                entries = bucket.vram.ranked(rank)
+                if entries and (vram <= 0 or entries[-1][0] >= vram):
+                    return bound
         return None
 
     def ordered_among(
@@ -220,7 +225,11 @@ class NodeScoreIndex:
         """Whether some node of the pool may have `count` GPUs each with the free VRAM and
         compute asked (False: the request fits nowhere, whatever else is checked)."""
         buckets = self._pools.get(pool)
-        return buckets is not None and buckets.capacity.may_hold(count, need)
+        return (
+            buckets is not None
+            and self.next_bound(pool, _SCORES, count, need.vram_bytes) is not None
+            and buckets.capacity.may_hold_compute(count, need)
+        )
 
     def members(self, pool: str) -> Container[str]:
         """Every node that has GPUs of the pool."""
