@@ -190,8 +190,8 @@ class IsolationPolicyFilter:
 
     def reject(self, ctx: RequestContext, gpu: GPUState, explain: bool) -> str | None:
         """The policy's reason, or None."""
-        if ctx.plain_static and gpu.isolation_policy is None and not gpu.isolation_mode:
-            return None  # the usual GPU under the Static policy, decided inline
+        if ctx.plain_static and gpu.isolation_policy is None:
+            return _policy_failure(ctx, gpu)  # the usual GPU: the Static rules alone
         failure = _isolation(ctx, gpu)
         return failure[1] if failure is not None and failure[0] else None
 
@@ -259,8 +259,9 @@ class GPUIsolationModeFilter:
 
     def reject(self, ctx: RequestContext, gpu: GPUState, explain: bool) -> str | None:
         """The capability's reason, or None."""
-        if ctx.plain_static and gpu.capabilities is None and gpu.isolation_policy is None:
-            return None  # nothing to check but the policy's rules, which stage 1 passed
+        if ctx.plain_static and gpu.isolation_policy is None:
+            # Stage 1 passed under the Static policy: only the capabilities remain.
+            return _mode_failure(ctx, gpu)
         failure = _isolation(ctx, gpu)
         return failure[1] if failure is not None and not failure[0] else None
 
