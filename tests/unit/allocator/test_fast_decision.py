@@ -188,30 +188,30 @@ def test_indexed_decision_equals_full_evaluation(
     allowed = [n for i, n in enumerate(names) if i not in excluded]
     view = TableView({f"node-{n}": fits[n] for n in range(len(shapes)) if n not in rejected})
     weights = ScoreWeights(node_resources_fit=weight_pair[0], gpu_resources_fit=weight_pair[1])
-    args = SchedulingProfile(topology=TopologyArgs(mode=topology_mode, max_allowed_tier=1))
-    index = NodeScoreIndex(allocator, args.gpu_fit.weights)
+    profile = SchedulingProfile(
+        topology=TopologyArgs(mode=topology_mode, max_allowed_tier=1), weights=weights
+    )
+    index = NodeScoreIndex(allocator, profile.gpu_fit.weights)
     for i, (tflops, vram, count, isolation, kind, change) in enumerate(sequence):
         req = shaped_request(f"p{i}", tflops, vram, count, isolation, kind)
-        full = decide(allocator, req, view, allowed, profile=replace(args, weights=weights))
+        full = decide(allocator, req, view, allowed, profile=profile)
         fast = decide_indexed(
             index,
             req,
             view,
-            profile=replace(args, weights=weights),
+            profile=profile,
             allowed=set(allowed),
             reasons=False,
         )
         assert (fast.node, fast.gpus, fast.combined) == (full.node, full.gpus, full.combined)
         # Over the whole pool, as the simulator and a large filter call decide.
-        whole = decide_indexed(index, req, view, profile=replace(args, weights=weights),
+        whole = decide_indexed(index, req, view, profile=profile,
                                reasons=False)  # fmt: skip
-        everywhere = decide(allocator, req, view, names, profile=replace(args, weights=weights))
+        everywhere = decide(allocator, req, view, names, profile=profile)
         assert (whole.node, whole.gpus, whole.combined) == (
             everywhere.node, everywhere.gpus, everywhere.combined,
         )  # fmt: skip
-        explained = decide_indexed(
-            index, req, view, profile=replace(args, weights=weights), allowed=set(allowed)
-        )
+        explained = decide_indexed(index, req, view, profile=profile, allowed=set(allowed))
         assert (explained.node, explained.message) == (full.node, full.message)
         check_rejections(explained, full, allowed)
         if full.node is not None:
@@ -270,8 +270,8 @@ def test_a_gpu_moved_to_another_node_re_ranks_both_nodes() -> None:
     allocator = compact_allocator(("a0", "node-a"), ("a1", "node-a"), ("b0", "node-b"))
     allocator.assume(request("p", ("156", "40Gi")), "node-a", ["a0"], now=0)
     allocator.assume(request("q", ("156", "40Gi")), "node-b", ["b0"], now=0)
-    args, weights = SchedulingProfile(), ScoreWeights(1, 1)
-    index = NodeScoreIndex(allocator, args.gpu_fit.weights)
+    profile = SchedulingProfile(weights=ScoreWeights(1, 1))
+    index = NodeScoreIndex(allocator, profile.gpu_fit.weights)
     index.sync()
     allocator.upsert_gpu(replace(allocator.gpus["a1"], node="node-c", holders={}))
     req = request("r", ("1", "1Gi"))
@@ -280,9 +280,9 @@ def test_a_gpu_moved_to_another_node_re_ranks_both_nodes() -> None:
         req,
         AllPassView(),
         sorted(allocator.nodes),
-        profile=replace(args, weights=weights),
+        profile=profile,
     )
-    fast = decide_indexed(index, req, AllPassView(), profile=replace(args, weights=weights))
+    fast = decide_indexed(index, req, AllPassView(), profile=profile)
     assert full.node == "node-a"  # a0 alone now: half used
     assert (fast.node, fast.gpus, fast.combined) == (full.node, full.gpus, full.combined)
 
@@ -292,19 +292,17 @@ def test_a_zero_vram_request_still_sees_gpus_over_committed_by_a_capacity_drop()
     allocator.assume(request("big", ("10", "60Gi")), "node-a", ["a0"], now=0)
     allocator.upsert_gpu(replace(allocator.gpus["a0"], capacity_vram=40 * 2**30, holders={}))
     assert allocator.gpus["a0"].effective_vram < 0
-    args, weights = SchedulingProfile(), ScoreWeights(1, 1)
+    profile = SchedulingProfile(weights=ScoreWeights(1, 1))
     req = request("zero", ("1", "0"))
     full = decide(
         allocator,
         req,
         AllPassView(),
         sorted(allocator.nodes),
-        profile=replace(args, weights=weights),
+        profile=profile,
     )
-    index = NodeScoreIndex(allocator, args.gpu_fit.weights)
-    fast = decide_indexed(
-        index, req, AllPassView(), profile=replace(args, weights=weights), reasons=False
-    )
+    index = NodeScoreIndex(allocator, profile.gpu_fit.weights)
+    fast = decide_indexed(index, req, AllPassView(), profile=profile, reasons=False)
     assert full.node == "node-a"
     assert (fast.node, fast.combined) == (full.node, full.combined)
 
@@ -351,11 +349,11 @@ def both_decisions(
 ) -> tuple[tuple[str | None, int], tuple[str | None, int]]:
     """(node, combined) of the full decision (nodes given in reverse name order) and of the
     indexed one."""
-    args = SchedulingProfile()
+    profile = SchedulingProfile(weights=weights)
     candidates = sorted(allocator.nodes, reverse=True)
-    full = decide(allocator, POD, view, candidates, profile=replace(args, weights=weights))
-    index = NodeScoreIndex(allocator, args.gpu_fit.weights)
-    fast = decide_indexed(index, POD, view, profile=replace(args, weights=weights))
+    full = decide(allocator, POD, view, candidates, profile=profile)
+    index = NodeScoreIndex(allocator, profile.gpu_fit.weights)
+    fast = decide_indexed(index, POD, view, profile=profile)
     return (full.node, full.combined), (fast.node, fast.combined)
 
 
@@ -459,13 +457,13 @@ def test_a_node_of_a_higher_bucket_short_of_vram_is_named_not_just_outscored() -
     allocator.commit("big", 0)
     allocator.assume(request("small", ("1", "1Gi")), "n3", ["g3"], 0)
     allocator.commit("small", 0)
-    args, weights = SchedulingProfile(), ScoreWeights()
+    profile = SchedulingProfile()
     wanted = request("p", ("10", "40Gi"))
     fast = decide_indexed(
-        NodeScoreIndex(allocator, args.gpu_fit.weights),
+        NodeScoreIndex(allocator, profile.gpu_fit.weights),
         wanted,
         AllNodesPass(),
-        profile=replace(args, weights=weights),
+        profile=profile,
         allowed={"n1", "n2", "n3"},
     )
     assert fast.node == "n3"

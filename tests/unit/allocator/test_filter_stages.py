@@ -760,15 +760,16 @@ def _node_stage_cluster() -> Allocator:
 )
 def test_indexed_decision_applies_every_node_stage(req: AllocationRequest, expected: str) -> None:
     allocator = _node_stage_cluster()
-    args = SchedulingProfile(GPUResourcesFitArgs(max_worker_per_node=3))
-    weights = ScoreWeights(1, 5)
+    profile = SchedulingProfile(
+        GPUResourcesFitArgs(max_worker_per_node=3), weights=ScoreWeights(1, 5)
+    )
     names = sorted(allocator.nodes)
-    full = decide(allocator, req, AllNodesPass(), names, profile=replace(args, weights=weights))
+    full = decide(allocator, req, AllNodesPass(), names, profile=profile)
     fast = decide_indexed(
-        NodeScoreIndex(allocator, args.gpu_fit.weights),
+        NodeScoreIndex(allocator, profile.gpu_fit.weights),
         req,
         AllNodesPass(),
-        profile=replace(args, weights=weights),
+        profile=profile,
     )
     assert full.node == expected
     assert (fast.node, fast.gpus, fast.combined) == (full.node, full.gpus, full.combined)
@@ -776,21 +777,22 @@ def test_indexed_decision_applies_every_node_stage(req: AllocationRequest, expec
 
 def test_indexed_decision_reports_the_same_message_when_nothing_fits() -> None:
     allocator = _node_stage_cluster()
-    args = SchedulingProfile(GPUResourcesFitArgs(max_worker_per_node=3))
-    weights = ScoreWeights(1, 5)
+    profile = SchedulingProfile(
+        GPUResourcesFitArgs(max_worker_per_node=3), weights=ScoreWeights(1, 5)
+    )
     req = request("p", ("10", "1Gi"), limit=("320", "1Gi"), pod_index=5, count=2)
     full = decide(
         allocator,
         req,
         AllNodesPass(),
         sorted(allocator.nodes),
-        profile=replace(args, weights=weights),
+        profile=profile,
     )
     fast = decide_indexed(
-        NodeScoreIndex(allocator, args.gpu_fit.weights),
+        NodeScoreIndex(allocator, profile.gpu_fit.weights),
         req,
         AllNodesPass(),
-        profile=replace(args, weights=weights),
+        profile=profile,
         reasons=False,
     )
     assert full.node is None
@@ -807,8 +809,9 @@ def test_indexed_decision_honours_hard_topology_and_quota() -> None:
         gpu("b0", "same", numa=0), gpu("b1", "same", numa=0),
     )  # fmt: skip
     allocator.assume(request("h", ("100", "40Gi")), "split", ["a0"], now=0)
-    hard = SchedulingProfile(topology=TopologyArgs(mode=TopologyMode.HARD))
-    weights = ScoreWeights(1, 5)
+    hard = SchedulingProfile(
+        topology=TopologyArgs(mode=TopologyMode.HARD), weights=ScoreWeights(1, 5)
+    )
     req = request("p", ("10", "1Gi"), count=2)
     index = NodeScoreIndex(allocator, hard.gpu_fit.weights)
     full = decide(
@@ -816,9 +819,9 @@ def test_indexed_decision_honours_hard_topology_and_quota() -> None:
         req,
         AllNodesPass(),
         sorted(allocator.nodes),
-        profile=replace(hard, weights=weights),
+        profile=hard,
     )
-    fast = decide_indexed(index, req, AllNodesPass(), profile=replace(hard, weights=weights))
+    fast = decide_indexed(index, req, AllNodesPass(), profile=hard)
     assert full.node == fast.node == "same"
     allocator.set_quota(QuotaSpec("default", "q", single_max_gpu_count=1))
     full = decide(
@@ -826,15 +829,13 @@ def test_indexed_decision_honours_hard_topology_and_quota() -> None:
         req,
         AllNodesPass(),
         sorted(allocator.nodes),
-        profile=replace(hard, weights=weights),
+        profile=hard,
     )
-    fast = decide_indexed(index, req, AllNodesPass(), profile=replace(hard, weights=weights))
+    fast = decide_indexed(index, req, AllNodesPass(), profile=hard)
     assert full.node is None
     assert fast.node is None
     assert full.message == "0/2 nodes are available: 2 QuotaCheck."
-    quick = decide_indexed(
-        index, req, AllNodesPass(), profile=replace(hard, weights=weights), reasons=False
-    )
+    quick = decide_indexed(index, req, AllNodesPass(), profile=hard, reasons=False)
     assert quick.node is None
     assert quick.message is not None and quick.message.startswith("GPU quota exceeded")
 

@@ -44,8 +44,6 @@ __all__ = [
 ]
 
 _FEW = 16
-_TOP = 101
-"""Above every node score bound (0..100)."""
 """Up to this many allowed nodes are looked up one by one instead of walking the buckets."""
 
 NOT_SELECTED: Final = "not selected: lower score"
@@ -244,10 +242,11 @@ def decide_indexed(
     count = request.count
     pool = request.pool
     need_vram = request.request.vram_bytes
-    if not reasons and (
-        not index.may_hold(pool, count, request.request) or not native.fits_somewhere()
-    ):
-        return Decision(None, (), None, None)
+    top: int | None = None
+    if not reasons:
+        top = index.top_holding(pool, count, request.request)
+        if top is None or not native.fits_somewhere():
+            return Decision(None, (), None, None)
     algorithm = ctx.placement.algorithm
     if algorithm is not None:
         if reasons:  # the scan gives every node its reason; it evaluates all nodes anyway
@@ -283,12 +282,10 @@ def decide_indexed(
         # With reasons, nodes short of compute are opened so that they get their stage message.
         compute = None if reasons else request.request
         buckets = index.ordered(pool, count, need_vram, every_bucket=reasons, compute=compute)
-    upcoming: tuple[int, list[str]] | None
-    if lazy:
-        top = index.next_bound(pool, _TOP, count, need_vram)
-        upcoming = None if top is None else (top, [])
-    else:
-        upcoming = next(buckets, None)
+    # Lazily, the first bucket to beat is the top one holding the VRAM (`top_holding`).
+    upcoming: tuple[int, list[str]] | None = (
+        (top, []) if lazy and top is not None else next(buckets, None)
+    )
     exact = index.exact_nodes(pool)
     while True:
         if heap and (

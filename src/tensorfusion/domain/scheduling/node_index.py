@@ -6,7 +6,7 @@ of all of them while choosing exactly what a full evaluation would choose. Each 
 knows, for every GPU count k, the largest "k-th most free VRAM" among its nodes, so a bucket
 where no node has k GPUs with enough free memory is skipped whole, and each pool knows the
 same for TFLOPs and compute percent over all its nodes, so a request that fits nowhere is
-turned down without opening a bucket (`may_hold`).
+turned down without opening a bucket (`top_holding`).
 """
 
 from __future__ import annotations
@@ -221,15 +221,14 @@ class NodeScoreIndex:
         for bound in sorted(by_bound, reverse=True):
             yield bound, by_bound[bound]
 
-    def may_hold(self, pool: str, count: int, need: ResourceAmount) -> bool:
-        """Whether some node of the pool may have `count` GPUs each with the free VRAM and
-        compute asked (False: the request fits nowhere, whatever else is checked)."""
+    def top_holding(self, pool: str, count: int, need: ResourceAmount) -> int | None:
+        """The highest bound of a bucket where some node has `count` GPUs with the VRAM asked
+        free each, or None when no node of the pool may have `count` GPUs with the VRAM and
+        the compute asked (the request fits nowhere, whatever else is checked)."""
         buckets = self._pools.get(pool)
-        return (
-            buckets is not None
-            and self.next_bound(pool, _SCORES, count, need.vram_bytes) is not None
-            and buckets.capacity.may_hold_compute(count, need)
-        )
+        if buckets is None or not buckets.capacity.may_hold_compute(count, need):
+            return None
+        return self.next_bound(pool, _SCORES, count, need.vram_bytes)
 
     def members(self, pool: str) -> Container[str]:
         """Every node that has GPUs of the pool."""
