@@ -351,10 +351,15 @@ async def diagnose(
         assert {item["status"] for item in shown} == {"PASS"}, output
 
         # -- --api-url: the API reached directly, as after the guide's port-forward ---------
-        answers = await run_live_checks(kube, values=values, api_url=replicas[0].url(""))
+        # To the Lease holder: a follower would forward to the leader's Pod IP, which these
+        # played pods do not listen on.
+        lease = await kube.get(Lease, LEASE_NAME, namespace=NAMESPACE)
+        assert lease.spec is not None
+        holder = controllers.replicas[str(lease.spec.holderIdentity)]
+        answers = await run_live_checks(kube, values=values, api_url=holder.url(""))
         direct = {r.id: r for r in answers}
         assert direct["live.simulate"].status is Status.PASS, direct["live.simulate"]
-        assert direct["live.simulate"].command.startswith(f"curl -X POST {replicas[0].url('')}")
+        assert direct["live.simulate"].command.startswith(f"curl -X POST {holder.url('')}")
         answers = await run_live_checks(kube, values=values, api_url="http://127.0.0.1:1")
         refused = {r.id: r for r in answers}
         assert refused["live.simulate"].status is Status.FAIL
