@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -56,3 +57,19 @@ async def test_a_failed_write_is_counted_and_never_raises(kube: AsyncClient) -> 
     recorder = EventRecorder(kube, "tensor-fusion-controller")
     await recorder.record(InvolvedObject("Pod", "p", "no-such-namespace"), "Normal", "Test", "x")
     assert recorder.failures == 1
+
+
+async def test_repeats_recorded_at_once_raise_one_events_count(
+    kube: AsyncClient, namespace: str
+) -> None:
+    """The extender's Event queue writes with several writers: repeats of one Event that
+    arrive together must still be one Event."""
+    recorder = EventRecorder(kube, "tensor-fusion-scheduler")
+    pod = InvolvedObject("Pod", "waiting-0", namespace, "uid-2", "v1")
+    summary = "0/1 nodes are available: 1 GPUResourceFilter"
+    await asyncio.gather(
+        *(recorder.record(pod, "Warning", "FailedGPUScheduling", summary) for _ in range(5))
+    )
+    found = [event async for event in kube.list(Event, namespace=namespace)]
+    assert [event.count for event in found] == [5]
+    assert recorder.failures == 0

@@ -237,19 +237,26 @@ async def test_a_worker_lands_on_the_allocators_choice_with_gpu_ids_before_its_b
                                    components=[cluster.leader.component])  # fmt: skip
         finally:
             watcher.cancel()
+        # The annotations travel in the Binding: no version of the pod has one without the other.
         first_bound = next(p for p in seen if p["spec"].get("nodeName"))
         assert KEYS.gpu_ids in (first_bound["metadata"].get("annotations") or {}), (
             "the pod was bound before its gpu-ids were written"
         )
+        early = [p for p in seen if KEYS.gpu_ids in (p["metadata"].get("annotations") or {})
+                 and not p["spec"].get("nodeName")]  # fmt: skip
+        assert not early, "the pod carried gpu-ids before it was bound"
         node, gpu_ids = pod["spec"]["nodeName"], pod["metadata"]["annotations"][KEYS.gpu_ids]
         assert node in cluster.nodes and gpu_ids in cluster.gpus[node]
         [record] = await allocations(cluster.leader, namespace)
         assert (record["node"], record["gpus"]) == (node, [gpu_ids])
 
-        events = await control_plane.kubectl("get", "events", "-n", namespace, "-o", "json")
-        reasons = {e["reason"] for e in json.loads(events)["items"]
-                   if e["involvedObject"]["name"] == "w0"}  # fmt: skip
-        assert "GPUDeviceAllocated" in reasons
+        async def allocated_event() -> bool:  # written off the bind's path
+            events = await control_plane.kubectl("get", "events", "-n", namespace, "-o", "json")
+            return "GPUDeviceAllocated" in {e["reason"] for e in json.loads(events)["items"]
+                                            if e["involvedObject"]["name"] == "w0"}  # fmt: skip
+
+        await eventually(allocated_event, what="the GPUDeviceAllocated Event of w0",
+                         components=[cluster.leader.component])  # fmt: skip
         log = cluster.leader.component.log_path.read_text()
         assert "binding of pod" not in log, "the Binding was not taken as posted"
 

@@ -34,6 +34,7 @@ from tensorfusion.extender.kube_scheduler import (
     plan_kube_scheduler,
 )
 from tensorfusion.extender.scheduling import Extender
+from tensorfusion.runtime.event_queue import EventQueue
 from tensorfusion.runtime.http_server import serve
 from tensorfusion.runtime.informer import ObjectCache
 
@@ -41,15 +42,19 @@ __all__ = ["EVENT_COMPONENT", "PodEventRecorder", "SchedulingWork", "prepare_sch
 
 _log = logging.getLogger(__name__)
 EVENT_COMPONENT = "tensor-fusion-scheduler"
+KEPT_ALIVE_CONNECTIONS = 20
+"""The connections httpx keeps alive per client (its default): more calls at once would open
+connections with a TLS handshake each and close them after."""
+EVENT_WRITERS = 4
 
 
 @dataclass(slots=True)
 class PodEventRecorder:
-    """`PodEvents` over the Event recorder."""
+    """`PodEvents` over the Event queue."""
 
-    recorder: EventRecorder
+    queue: EventQueue
 
-    async def pod_event(
+    def pod_event(
         self,
         pod: Mapping[str, Any],
         type_: Literal["Normal", "Warning"],
@@ -60,7 +65,7 @@ class PodEventRecorder:
             kind="Pod", name=name_of(pod), namespace=namespace_of(pod), uid=uid_of(pod),
             api_version="v1",
         )  # fmt: skip
-        await self.recorder.record(involved, type_, reason, message)
+        self.queue.submit(involved, type_, reason, message)
 
 
 @dataclass(slots=True)
@@ -71,6 +76,7 @@ class SchedulingWork:
     metrics: ExtenderMetrics
     bind_address: str
     kube_scheduler: KubeScheduler
+    events: EventQueue
 
     async def work(self, _: object) -> None:
         """Leader work: serve the extender and run the child until cancelled."""
@@ -78,6 +84,7 @@ class SchedulingWork:
         _log.info("scheduler extender listening on %s", server.address)
         try:
             async with asyncio.TaskGroup() as group:
+                group.create_task(self.events.run(), name="extender events")
                 group.create_task(self.extender.sweep_forever(), name="assumption sweep")
                 group.create_task(self.kube_scheduler.run(), name="kube-scheduler")
         finally:
@@ -113,16 +120,19 @@ async def prepare_scheduling(
     warning = check_versions(ours, theirs)
     if warning:
         _log.warning("%s", warning)
-    # Its own client, so that the binds' connections are not taken by the informers' watches.
+    # Its own client, so that the binds' connections are not taken by the informers' watches;
+    # the binds and the Event writers together stay within its kept-alive connections.
     calls = make_client(flags.kubeconfig)
+    events = EventQueue(EventRecorder(calls, EVENT_COMPONENT), fence=fence,
+                        writers=EVENT_WRITERS)  # fmt: skip
     extender = Extender(
         allocator=lambda: state.allocator, native=native.cluster,
-        pods=LightkubePodBinding(calls), cache=workers,
-        events=PodEventRecorder(EventRecorder(calls, EVENT_COMPONENT)), fence=fence,
-        profile=settings.profile,
-        progressive_migration=env.progressive_migration,
+        pods=LightkubePodBinding(calls), cache=workers, events=PodEventRecorder(events),
+        fence=fence, profile=settings.profile, progressive_migration=env.progressive_migration,
+        max_binds_in_flight=KEPT_ALIVE_CONNECTIONS - EVENT_WRITERS,
     )  # fmt: skip
+    metrics = ExtenderMetrics(registry)
+    metrics.watch_events(events)
     return SchedulingWork(
-        extender, ExtenderMetrics(registry), flags.scheduler_extender_bind_address,
-        KubeScheduler(plan),
+        extender, metrics, flags.scheduler_extender_bind_address, KubeScheduler(plan), events,
     )  # fmt: skip

@@ -52,6 +52,8 @@ from tensorfusion.runtime.informer_store import EventKind, InformerEvent, Object
 __all__ = ["GPUNodeReconciler"]
 
 _log = logging.getLogger(__name__)
+ALLOCATION_STATUS_INTERVAL_S: Final = 5.0
+"""A node's allocation figures (GPUNode status) follow the allocator at most this late."""
 Sleep = Callable[[float], Awaitable[None]]
 
 NOT_READY_RETRY_S: Final = 1.0
@@ -91,6 +93,7 @@ class GPUNodeReconciler:
         agent_readiness: AgentReadinessMode = "pod",
         workers: int = 2,
         change_interval: float = 1.0,
+        allocation_interval: float = ALLOCATION_STATUS_INTERVAL_S,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._nodes = nodes
@@ -103,6 +106,8 @@ class GPUNodeReconciler:
         self._initial = parse_label_query(initial_selector)
         self._mode: AgentReadinessMode = agent_readiness
         self._change_interval = change_interval
+        self._allocation_interval = allocation_interval
+        self._allocation_due: dict[str, float] = {}
         self._sleep = sleep
         self.writer = FencedWriter(client, fence, events=recorder)
         self.loop: ReconcileLoop[str] = ReconcileLoop("gpunode", self.reconcile, workers=workers)
@@ -187,10 +192,19 @@ class GPUNodeReconciler:
                     "gpunode: reading the allocator's changes", self._sleep)  # fmt: skip
 
     def take_changes(self) -> set[str]:
-        """Queue the nodes the allocator changed since the last call; returns them."""
+        """Queue the nodes the allocator changed since the last call, each at most once per
+        `allocation_interval` (a burst of binds on a node is one status write); returns them."""
         changed, _ = self._changes.take()
+        now = self._clock()
         for name in changed:
-            self.loop.add(name)
+            due = max(now, self._allocation_due.get(name, now - self._allocation_interval)
+                      + self._allocation_interval)  # fmt: skip
+            if due <= now:
+                self._allocation_due[name] = now
+                self.loop.add(name)
+            elif self._allocation_due[name] < now:
+                self._allocation_due[name] = due
+                self.loop.add_after(name, due - now)
         return changed
 
     # ---- reconcile --------------------------------------------------------------------------

@@ -33,8 +33,9 @@ class PoolStatusReconciler:
     """Each GPUPool's status from its GPUNodes (label `tensor-fusion.ai/managed-by=<pool>`).
 
     Wire `on_pool` to the GPUPool informer and `on_gpu_node` to the GPUNode one; run `run()`
-    under the Supervisor on the leader. A pool is reconciled at most once per `min_interval`.
-    """
+    under the Supervisor on the leader. A pool is reconciled at most once per `min_interval`
+    (5 s: each look sums every node of the pool, and while pods are bound its figures change
+    all the time)."""
 
     def __init__(
         self,
@@ -47,7 +48,7 @@ class PoolStatusReconciler:
         recorder: EventSink | None,
         clock: Callable[[], float],
         workers: int = 1,
-        min_interval: float = 1.0,
+        min_interval: float = 5.0,
     ) -> None:
         self._pools = pools
         self._gpu_nodes = gpu_nodes

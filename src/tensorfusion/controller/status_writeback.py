@@ -2,7 +2,9 @@
 server*): GPU status of changed GPUs, the GPUNodes' `last-sync` stamp, and quota status.
 
 GPU status: the GPUs the allocator changed (its own change cursor) are written in batches, each
-GPU at most once per `min_interval` (1 s), as a merge patch of the status subresource with the
+GPU once it has been changed for `settle` (0.5 s: the binds of a burst that land on one GPU
+are one write) and at most once per `min_interval` (1 s), as a merge patch of the status
+subresource with the
 fields the allocator owns (`domain.desired_state.gpus`), on the latest object with conflict
 retry. A failed write stays queued and is tried again after a backoff (1 s doubling to 60 s).
 After a batch, `tensor-fusion.ai/last-sync` (RFC 3339) is stamped on the GPUNodes of the GPUs
@@ -82,6 +84,7 @@ class GPUStatusWriter:
         recorder: EventSink | None = None,
         tick: float = 0.2,
         min_interval: float = 1.0,
+        settle: float = 0.5,
         concurrency: int = 16,
         backoff: Backoff = WRITE_BACKOFF,
         sleep: Sleep = asyncio.sleep,
@@ -91,12 +94,14 @@ class GPUStatusWriter:
         self._clock = clock
         self._tick = tick
         self._min_interval = min_interval
+        self._settle = settle
         self._limit = asyncio.Semaphore(concurrency)
         self._backoff = backoff
         self._sleep = sleep
         self.writer = FencedWriter(client, fence, events=recorder)
         self._changes = AllocatorChanges(state, "gpu-status-writeback")
-        self._dirty: set[str] = set()
+        self._dirty: dict[str, float] = {}
+        """GPU name → when it was first seen changed since its last write."""
         self._last_write: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         self._retry_at: dict[str, float] = {}
@@ -110,12 +115,12 @@ class GPUStatusWriter:
     def on_gpu(self, event: InformerEvent) -> None:
         """A GPU changed: written again when its owned fields differ from before."""
         if event.kind is EventKind.DELETED:
-            self._dirty.discard(event.key.name)
+            self._dirty.pop(event.key.name, None)
             return
         old = event.old
         if old is not None and _owned(old) == _owned(event.obj):
             return
-        self._dirty.add(event.key.name)
+        self._dirty.setdefault(event.key.name, self._clock())
 
     async def run(self) -> None:
         """Write back until cancelled."""
@@ -127,18 +132,20 @@ class GPUStatusWriter:
         allocator = self._state.allocator
         if allocator is None:
             return report
-        self._dirty |= self._changes.take()[1]
         now = self._clock()
+        for name in self._changes.take()[1]:
+            self._dirty.setdefault(name, now)
         due = sorted(
             name
-            for name in self._dirty
-            if self._last_write.get(name, float("-inf")) + self._min_interval <= now
+            for name, since in self._dirty.items()
+            if since + self._settle <= now
+            and self._last_write.get(name, float("-inf")) + self._min_interval <= now
             and self._retry_at.get(name, 0.0) <= now
         )
         stamp = format_rfc3339(now)
         jobs = []
         for name in due:
-            self._dirty.discard(name)
+            del self._dirty[name]
             gpu = allocator.gpus.get(name)
             if gpu is None:
                 self._forget(name)
@@ -156,7 +163,7 @@ class GPUStatusWriter:
                 self._failures[name] = failures
                 delay = self._backoff.delay(failures)
                 self._retry_at[name] = now + delay
-                self._dirty.add(name)
+                self._dirty.setdefault(name, now)
                 report.failed.append(name)
                 _log.error("gpu-status: GPU %s not written (retry in %.3gs): %s", name, delay,
                            outcome, extra={"object": f"GPU {name}"})  # fmt: skip

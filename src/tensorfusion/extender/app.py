@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from tensorfusion.domain.scheduling.extender_protocol import (
     ExtenderArgs,
@@ -25,6 +25,7 @@ from tensorfusion.domain.scheduling.extender_protocol import (
 )
 from tensorfusion.extender.scheduling import Extender
 from tensorfusion.runtime import web
+from tensorfusion.runtime.event_queue import EventQueue
 
 __all__ = ["EXTENDER_PREFIX", "ExtenderMetrics", "create_extender_app"]
 
@@ -49,6 +50,20 @@ class ExtenderMetrics:
             "Extender calls whose body could not be read, by verb",
             ["verb"], registry=registry,
         )  # fmt: skip
+        self.events_pending = Gauge(
+            "tf_extender_events_pending", "Events of binds and filters waiting to be written",
+            registry=registry,
+        )  # fmt: skip
+        self.events_dropped = Gauge(
+            "tf_extender_events_dropped",
+            "Events of binds and filters dropped since the leader started (queue full, or "
+            "leadership lost)", registry=registry,
+        )  # fmt: skip
+
+    def watch_events(self, queue: EventQueue) -> None:
+        """Read the Event queue's figures at each scrape."""
+        self.events_pending.set_function(lambda: queue.pending)
+        self.events_dropped.set_function(lambda: queue.dropped)
 
 
 def _json(body: Any) -> web.Response:

@@ -3,19 +3,19 @@
 `Extender.filter`, `.prioritize` and `.bind` take the decoded requests and return the answers;
 the HTTP layer (`extender.app`) only decodes, times and encodes. The decisions are the domain's
 (`extender_verbs`, `binding`); this shell adds the pod calls, the Events and the fence: a
-replica that lost the Lease refuses `bind` before it patches anything, and every write of a bind
-(patch, Binding, rollback, Event) goes through `fenced_call`: read the fence just before it,
-send nothing once it is closed, and cut the request off when it closes.
+replica that lost the Lease refuses `bind` before it writes anything, and every write of a bind
+goes through `fenced_call`: read the fence just before it, send nothing once it is closed, and
+cut the request off when it closes.
 
-Why a pod patched but not bound is left as it is when the fence closes before its Binding: a
-new leader counts only pods bound to a node (`recovery.is_live_worker`, at recovery and in the
-pod informer), so it never charges GPUs for that pod; its kube-scheduler places the pod again
-and its bind rewrites every bind annotation (`bind_patch`). Removing the annotations instead
-would be a write after the fence closed, one that could land on the new leader's bind of the
-same pod.
+A bind is one API write: the Binding, which carries the pod's GPU annotations (the API server
+sets them with `nodeName`), so a pod never holds `gpu-ids` without being bound, and a Binding
+that failed or was never sent leaves nothing to take back. A pod patch comes first only when the
+pod carries a bind annotation this bind does not set (`BindPlan.cleanup`). Events are queued
+(`PodEvents`) and written off the bind's path.
 
 The allocator is only touched between awaits, so a `filter` decision and its assumption are
-one step; a `bind` holds its pod's assumption while it patches the pod and posts the Binding.
+one step; a `bind` holds its pod's assumption (committed just before the Binding is posted)
+while it posts the Binding.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any, Final, Literal, Protocol
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.progressive_migration import SCHEDULE_WITH_NATIVE_GPU
 from tensorfusion.domain.annotation_errors import AnnotationError
-from tensorfusion.domain.object_views import name_of, uid_of
+from tensorfusion.domain.object_views import uid_of
 from tensorfusion.domain.pod_request import request_from_pod
 from tensorfusion.domain.scheduling.binding import (
     GPU_DEVICE_ALLOCATED_FAILED,
@@ -39,7 +39,6 @@ from tensorfusion.domain.scheduling.binding import (
     BindRefusedError,
     allocated_event,
     reserve_for_bind,
-    rollback_patch,
 )
 from tensorfusion.domain.scheduling.extender_protocol import (
     ExtenderArgs,
@@ -104,14 +103,21 @@ class PodCalls(Protocol):
     ) -> None: ...
 
     async def bind_pod(
-        self, namespace: str, name: str, uid: str, node: str, *, timeout_s: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
     ) -> None: ...
 
 
 class PodEvents(Protocol):
-    """Records an Event on a pod; never raises."""
+    """Queues an Event on a pod, written later under the fence; never blocks nor raises."""
 
-    async def pod_event(
+    def pod_event(
         self,
         pod: Mapping[str, Any],
         type_: Literal["Normal", "Warning"],
@@ -191,8 +197,7 @@ class Extender:
             answer = self._filter_worker(allocator, request)
         if answer.unschedulable is not None:
             self.counters.count("filter", "unschedulable")
-            await self._events.pod_event(pod, "Warning", FAILED_GPU_SCHEDULING,
-                                         answer.unschedulable)  # fmt: skip
+            self._events.pod_event(pod, "Warning", FAILED_GPU_SCHEDULING, answer.unschedulable)
         else:
             self.counters.count("filter", "placed" if kind is PodKind.WORKER else "passed")
         return answer.result
@@ -265,7 +270,7 @@ class Extender:
             failure = await self._post_binding(request)
             if failure is None and kind is PodKind.NATIVE_GPU:
                 message = f"Scheduled with native GPUs on {request.node}"
-                await self._event(pod, BindEvent("Normal", SCHEDULE_WITH_NATIVE_GPU, message))
+                self._event(pod, BindEvent("Normal", SCHEDULE_WITH_NATIVE_GPU, message))
             return ExtenderBindingResult.error(failure) if failure else ExtenderBindingResult()
         return await self._bind_worker(allocator, request, pod)
 
@@ -297,26 +302,25 @@ class Extender:
                                         now=self._clock())  # fmt: skip
         except (BindRefusedError, AnnotationError, NativeInputError) as error:
             return ExtenderBindingResult.error(str(error))
-        if not plan.already_committed:
-            problem = await self._patch_with_retries(request, plan.patch)
+        if plan.cleanup:
+            problem = await self._patch_with_retries(request, plan.cleanup)
             if problem is not None:
                 allocator.release(uid)
-                await self._event(pod, BindEvent("Warning", GPU_DEVICE_ALLOCATED_FAILED, problem))
+                self._event(pod, BindEvent("Warning", GPU_DEVICE_ALLOCATED_FAILED, problem))
                 return ExtenderBindingResult.error(problem)
+        if not plan.already_committed:
             allocator.commit(uid, self._clock())
             for event in plan.events:
-                await self._event(pod, event)
-        failure = await self._post_binding(request)
+                self._event(pod, event)
+        failure = await self._post_binding(request, plan.annotations)
         if failure == NOT_LEADER:
-            # The fence closed after the patch: no Binding was sent, the patch stays (module
-            # docstring) and this replica's record goes.
+            # The fence closed first: no Binding was sent and this replica's record goes.
             allocator.release(uid)
             return ExtenderBindingResult.error(NOT_LEADER)
         if failure is not None and not await self._bound_anyway(request):
             allocator.release(uid)
-            await self._remove_annotations(request)
             return ExtenderBindingResult.error(failure)
-        await self._event(pod, allocated_event(plan.record))
+        self._event(pod, allocated_event(plan.record))
         return ExtenderBindingResult()
 
     async def _patch_with_retries(
@@ -349,12 +353,14 @@ class Extender:
         await fenced_call(self._fence, lambda left: self._pods.patch_pod(
             request.pod_namespace, request.pod_name, operations, timeout_s=left))  # fmt: skip
 
-    async def _post_binding(self, request: ExtenderBindingArgs) -> str | None:
+    async def _post_binding(
+        self, request: ExtenderBindingArgs, annotations: Mapping[str, str] | None = None
+    ) -> str | None:
         """None once bound; NOT_LEADER when the fence closed first (nothing sent); else why not."""
         try:
             await fenced_call(self._fence, lambda left: self._pods.bind_pod(
                 request.pod_namespace, request.pod_name, request.pod_uid, request.node,
-                timeout_s=left))  # fmt: skip
+                annotations=annotations, timeout_s=left))  # fmt: skip
         except NotLeaderError as error:
             _log.warning("binding of pod %s/%s to %s not posted: %s", request.pod_namespace,
                          request.pod_name, request.node, error)  # fmt: skip
@@ -373,28 +379,10 @@ class Extender:
             return False
         return pod is not None and (pod.get("spec") or {}).get("nodeName") == request.node
 
-    async def _remove_annotations(self, request: ExtenderBindingArgs) -> None:
-        """Best effort, while the fence is open: take back `gpu-ids` and the other bind
-        annotations (once it is closed they stay: module docstring)."""
-        try:
-            pod = await self._pods.get_pod(request.pod_namespace, request.pod_name)
-            operations = rollback_patch(pod) if pod is not None else ()
-            if operations and _uid(pod or {}) == request.pod_uid:
-                await self._patch(request, operations)
-        except Exception as error:
-            _log.warning("pod %s/%s: GPU annotations not removed after a failed binding: %s",
-                         request.pod_namespace, request.pod_name, error)  # fmt: skip
-
-    async def _event(self, pod: Mapping[str, Any], event: BindEvent) -> None:
-        """An Event of the bind, while the fence is open (cut off when it closes)."""
+    def _event(self, pod: Mapping[str, Any], event: BindEvent) -> None:
+        """Queue an Event of the bind."""
         type_: Literal["Normal", "Warning"] = "Warning" if event.type == "Warning" else "Normal"
-        try:
-            await fenced_call(self._fence, lambda _left: self._events.pod_event(
-                pod, type_, event.reason, event.message))  # fmt: skip
-        except (NotLeaderError, TimeoutError) as error:
-            name = name_of(pod)
-            why = error or "the fence closed"
-            _log.info("event %s on pod %s not recorded: %s", event.reason, name, why)
+        self._events.pod_event(pod, type_, event.reason, event.message)
 
     # ---- assumptions ------------------------------------------------------------------------
 

@@ -4,11 +4,12 @@ worker pod holding the index, given only for an allocation the leader committed.
 A pod's `gpu-ids` is a claim anyone who can write a pod can make (a pod with `nodeName` set
 skips the webhook and the scheduler). The devices are given only when every GPU it names lists
 the pod's uid in `status.runningApps`, which the leader's status write-back writes. The leader
-patches the pod before the Binding and writes GPU status up to about a second later (longer
-when that write is retried), so a miss re-reads the GPU objects every `poll_s` until
-`commit_wait_s` has passed, then refuses: a log line, a Warning Event `UncommittedGPUAllocation`
-on the pod, and FAILED_PRECONDITION to the kubelet. Two live Pending pods with the same index
-are refused at once (`AmbiguousPodIndex`): the kubelet's Allocate does not say which pod asks.
+binds the pod (its annotations travel in the Binding) and writes GPU status up to about a
+second later (longer when that write is retried), so a miss re-reads the GPU objects every
+`poll_s` until `commit_wait_s` has passed, then refuses: a log line, a Warning Event
+`UncommittedGPUAllocation` on the pod, and FAILED_PRECONDITION to the kubelet. Two live Pending
+pods with the same index are refused at once (`AmbiguousPodIndex`): the kubelet's Allocate does
+not say which pod asks.
 """
 
 from __future__ import annotations

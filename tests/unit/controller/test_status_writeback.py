@@ -38,7 +38,7 @@ class World:
         self.state = allocator_state(self.api)
         self.writer = GPUStatusWriter(
             gpus=self.api.cache("GPU"), state=self.state, client=self.api, fence=Fence(),
-            clock=lambda: self.now,
+            clock=lambda: self.now, settle=0.0,
         )  # fmt: skip
 
     def available(self, name: str) -> dict[str, str]:
@@ -59,6 +59,29 @@ async def test_changed_gpus_are_written_from_memory_and_the_node_stamped() -> No
     assert [c.kind for c in world.api.writes()] == ["GPU", "GPUNode"]
     assert world.api.writes()[0].status  # the status subresource
     assert (await world.writer.flush()).written == []
+
+
+async def test_the_binds_of_a_burst_on_one_gpu_are_one_write_once_it_settled() -> None:
+    world = World()
+    world.writer = GPUStatusWriter(
+        gpus=world.api.cache("GPU"), state=world.state, client=world.api, fence=Fence(),
+        clock=lambda: world.now, settle=0.5,
+    )  # fmt: skip
+    world.now = NOW - 10.0
+    await world.writer.flush()  # after recovery: both GPUs settle first
+    world.now = NOW - 9.0
+    await world.writer.flush()
+    writes = len(world.api.writes())
+    for i, at in enumerate((0.0, 0.2, 0.4)):
+        world.now = NOW + at
+        pod = world.api.put(worker(f"w{i}", "g1", "n1", tflops="10", vram="1Gi"))
+        feed(world.state, pod, EventKind.ADDED)
+        assert (await world.writer.flush()).written == []  # changed 0.4 s ago at most
+    world.now = NOW + 0.5
+    assert (await world.writer.flush()).written == ["g1"]
+    status = world.api.obj("GPU", "g1")["status"]
+    assert len(status["runningApps"][0]["pods"]) == 3
+    assert [c.kind for c in world.api.writes()[writes:]] == ["GPU", "GPUNode"]
 
 
 async def test_a_gpu_is_written_at_most_once_a_second() -> None:

@@ -42,6 +42,14 @@ def worker(uid: str = "u1", tflops: str = "100") -> dict[str, Any]:
     }  # fmt: skip
 
 
+def left_behind(uid: str = "u1") -> dict[str, Any]:
+    """A worker carrying a bind annotation an earlier bind wrote and this one does not set
+    (the bind removes it with a patch before its Binding)."""
+    pod = worker(uid)
+    pod["metadata"]["annotations"][KEYS.container_gpus] = '{"main":["zz"]}'
+    return pod
+
+
 @dataclass
 class FakePods:
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -83,26 +91,34 @@ class FakePods:
             self.after_write("patch")
 
     async def bind_pod(
-        self, namespace: str, name: str, uid: str, node: str, *, timeout_s: float | None = None
-    ) -> None:
+        self, namespace: str, name: str, uid: str, node: str, *,
+        annotations: Mapping[str, str] | None = None, timeout_s: float | None = None,
+    ) -> None:  # fmt: skip
         self.calls.append("bind")
         self.timeouts.append(("bind", timeout_s))
         if self.allocator is not None and uid in self.allocator.records:
             self.states_at_bind.append(self.allocator.records[uid].state)
+        pod = self.pods[(namespace, name)]
         if self.bind_error is not None:
             if self.bound_anyway:
-                self.pods[(namespace, name)].setdefault("spec", {})["nodeName"] = node
+                _bind(pod, node, annotations)
             raise self.bind_error
-        self.pods[(namespace, name)].setdefault("spec", {})["nodeName"] = node
+        _bind(pod, node, annotations)
         if self.after_write is not None:
             self.after_write("bind")
+
+
+def _bind(pod: dict[str, Any], node: str, annotations: Mapping[str, str] | None) -> None:
+    """What the API server does with a Binding: `nodeName` and the annotations, at once."""
+    pod.setdefault("spec", {})["nodeName"] = node
+    pod["metadata"].setdefault("annotations", {}).update(annotations or {})
 
 
 @dataclass
 class FakeEvents:
     recorded: list[tuple[str, str, str, str]] = field(default_factory=list)
 
-    async def pod_event(
+    def pod_event(
         self, pod: Mapping[str, Any], type_: Literal["Normal", "Warning"], reason: str,
         message: str,
     ) -> None:  # fmt: skip

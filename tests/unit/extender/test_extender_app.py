@@ -40,7 +40,7 @@ async def test_filter_prioritize_bind_as_kube_scheduler_sends_them(
     answer = await reply.json()
     assert answer["Error"] == "" and len(answer["NodeNames"]) == 1
     [chosen] = answer["NodeNames"]
-    assert set(answer["FailedAndUnresolvableNodes"]) == set(NODES) - {chosen}
+    assert answer["FailedAndUnresolvableNodes"] == {} == answer["FailedNodes"]
     reply = await client.post("/scheduler/prioritize", json={"Pod": pod, "NodeNames": list(NODES)})
     assert {p["Host"]: p["Score"] for p in await reply.json()}[chosen] == 10
     reply = await client.post("/scheduler/bind", json={

@@ -10,15 +10,25 @@ from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.extender.scheduling import FAILED_GPU_SCHEDULING, NOT_LEADER, Extender
 
-from .conftest import NODES, SETTINGS, Harness, NoCache, args_for, binding, place, worker
+from .conftest import (
+    NODES,
+    SETTINGS,
+    Harness,
+    NoCache,
+    args_for,
+    binding,
+    left_behind,
+    place,
+    worker,
+)
 
 
-async def test_the_gpu_ids_are_written_and_committed_before_the_binding(h: Harness) -> None:
+async def test_the_gpu_ids_travel_in_the_binding_committed_before_it(h: Harness) -> None:
     pod = worker()
     chosen = await place(h, pod)
     result = await h.extender.bind(binding(pod, chosen))
     assert result.ok, result.error_message
-    assert h.pods.calls == ["get", "patch", "bind"]
+    assert h.pods.calls == ["get", "bind"], "one API write per bind"
     assert h.pods.states_at_bind == [RecordState.COMMITTED]
     record = h.allocator.records["u1"]
     assert pod["metadata"]["annotations"][KEYS.gpu_ids] == ",".join(record.gpus)
@@ -26,8 +36,8 @@ async def test_the_gpu_ids_are_written_and_committed_before_the_binding(h: Harne
     assert h.events.recorded[-1][2] == "GPUDeviceAllocated"
 
 
-async def test_a_replica_that_lost_the_lease_refuses_bind_before_patching(h: Harness) -> None:
-    pod = worker()
+async def test_a_replica_that_lost_the_lease_refuses_bind_before_writing(h: Harness) -> None:
+    pod = left_behind()
     chosen = await place(h, pod)
     h.leading[0] = False
     result = await h.extender.bind(binding(pod, chosen))
@@ -36,8 +46,8 @@ async def test_a_replica_that_lost_the_lease_refuses_bind_before_patching(h: Har
     assert KEYS.gpu_ids not in pod["metadata"]["annotations"]
 
 
-async def test_a_patch_that_keeps_failing_releases_the_assumption(h: Harness) -> None:
-    pod = worker()
+async def test_a_cleanup_patch_that_keeps_failing_releases_the_assumption(h: Harness) -> None:
+    pod = left_behind()
     chosen = await place(h, pod)
     h.pods.patch_failures = 3
     result = await h.extender.bind(binding(pod, chosen))
@@ -48,14 +58,16 @@ async def test_a_patch_that_keeps_failing_releases_the_assumption(h: Harness) ->
     assert h.events.recorded[-1][2] == "GPUDeviceAllocatedFailed"
 
 
-async def test_a_patch_that_succeeds_on_retry_binds(h: Harness) -> None:
-    pod = worker()
+async def test_a_cleanup_patch_that_succeeds_on_retry_binds(h: Harness) -> None:
+    pod = left_behind()
     chosen = await place(h, pod)
     h.pods.patch_failures = 2
     assert (await h.extender.bind(binding(pod, chosen))).ok
+    assert h.pods.calls == ["get", "patch", "patch", "patch", "bind"]
+    assert KEYS.container_gpus not in pod["metadata"]["annotations"]
 
 
-async def test_a_failed_binding_rolls_back_the_record_and_the_annotations(h: Harness) -> None:
+async def test_a_failed_binding_releases_the_record_and_leaves_no_annotation(h: Harness) -> None:
     pod = worker()
     chosen = await place(h, pod)
     h.pods.bind_error = RuntimeError("409: pod is being deleted")

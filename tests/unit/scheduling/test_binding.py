@@ -1,4 +1,5 @@
-"""The extender's bind: re-validation, re-evaluation, the pod patch (scheduling.md §12, §8)."""
+"""The extender's bind: re-validation, re-evaluation, the Binding's annotations (scheduling.md
+§12, §8)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from tensorfusion.domain.scheduling.binding import (
     container_gpus,
     effective_hard_sm_percent,
     reserve_for_bind,
-    rollback_patch,
 )
 from tensorfusion.domain.scheduling.decision import ScoreWeights
 from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
@@ -53,34 +53,30 @@ def bind(allocator: Allocator, req: AllocationRequest, node: str = NODE, **pod: 
     )
 
 
-def annotations_of(patch: tuple[dict[str, Any], ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for op in patch:
-        assert op["op"] == "add"
-        if op["path"] == "/metadata/annotations":
-            out.update(op["value"])
-        else:
-            out[op["path"].rsplit("/", 1)[1].replace("~1", "/")] = op["value"]
-    return out
-
-
-def test_a_valid_assumption_is_kept_and_the_patch_names_its_gpus_and_index() -> None:
+def test_a_valid_assumption_is_kept_and_the_annotations_name_its_gpus_and_index() -> None:
     allocator = two_nodes()
     req = request("p", ("100", "10Gi"))
     allocator.assume(req, NODE, ["a2"], now=0)
     plan = bind(allocator, req, annotations={"other": "x"})
     assert not plan.already_committed
     assert plan.record.gpus == ("a2",) and plan.record.state is RecordState.ASSUMED
-    assert annotations_of(plan.patch) == {KEYS.gpu_ids: "a2", KEYS.index: "7"}
+    assert plan.annotations == {KEYS.gpu_ids: "a2", KEYS.index: "7"}
+    assert plan.cleanup == ()
     allocator.commit("p", now=6)
     assert allocated_event(plan.record).message.endswith("Pod: a2")
 
 
-def test_a_pod_without_annotations_gets_the_whole_annotation_object() -> None:
+def test_only_a_bind_key_this_bind_does_not_set_is_cleaned_up_first() -> None:
     allocator = two_nodes()
-    plan = bind(allocator, request("p", ("1", "1Gi")))
-    assert plan.patch[0]["path"] == "/metadata/annotations"
-    assert set(plan.patch[0]["value"]) == {KEYS.gpu_ids, KEYS.index}
+    left = {KEYS.gpu_ids: "b1", KEYS.container_gpus: "{}", KEYS.effective_hard_sm_percent: "9",
+            "keep": "x"}  # fmt: skip
+    plan = bind(allocator, request("p", ("1", "1Gi")), annotations=left)
+    prefix = "/metadata/annotations/tensor-fusion.ai~1"
+    assert plan.cleanup == (
+        {"op": "remove", "path": f"{prefix}effective-hard-sm-percent"},
+        {"op": "remove", "path": f"{prefix}container-gpus"},
+    )
+    assert set(plan.annotations) == {KEYS.gpu_ids, KEYS.index}
 
 
 def test_an_assumed_gpu_that_left_running_fails_revalidation_and_is_released() -> None:
@@ -146,7 +142,8 @@ def test_a_committed_record_on_the_node_only_needs_the_binding() -> None:
     allocator.assume(req, NODE, ["a1"], now=0)
     allocator.commit("p", now=1)
     plan = bind(allocator, req)
-    assert plan.already_committed and plan.patch == ()
+    assert plan.already_committed and plan.annotations[KEYS.gpu_ids] == "a1"
+    assert plan.events == ()
 
 
 def test_a_committed_record_on_another_node_is_rolled_back_first() -> None:
@@ -189,11 +186,10 @@ def test_effective_hard_sm_percent_rounds_up_and_clamps() -> None:
     assert effective_hard_sm_percent(soft, tflops("312")) is None
 
 
-def test_a_hard_pod_gets_its_sm_percent_in_the_patch() -> None:
+def test_a_hard_pod_gets_its_sm_percent_in_the_annotations() -> None:
     allocator = two_nodes()
     req = request("p", ("10", "1Gi"), limit=("156", "1Gi"), isolation=IsolationMode.HARD)
-    patch = bind(allocator, req).patch
-    assert annotations_of(patch)[KEYS.effective_hard_sm_percent] == "50"
+    assert bind(allocator, req).annotations[KEYS.effective_hard_sm_percent] == "50"
 
 
 def test_container_gpus_slice_the_gpus_by_container_name() -> None:
@@ -205,11 +201,3 @@ def test_container_gpus_slice_the_gpus_by_container_name() -> None:
     assert split is None
     assert event is not None and event.reason == CONTAINER_GPU_ALLOCATION_FAILED
     assert event.type == "Warning" and "asks 2 GPUs" in event.message
-
-
-def test_the_rollback_removes_only_what_the_pod_carries() -> None:
-    pod = worker(annotations={KEYS.gpu_ids: "a1", KEYS.index: "7", "keep": "x"})
-    assert rollback_patch(pod) == (
-        {"op": "remove", "path": "/metadata/annotations/tensor-fusion.ai~1gpu-ids"},
-        {"op": "remove", "path": "/metadata/annotations/tensor-fusion.ai~1index"},
-    )

@@ -252,10 +252,13 @@ def test_binding_args_body_must_be_an_object() -> None:
 
 
 def test_filter_result_json_is_exactly_what_kube_scheduler_reads() -> None:
-    result = ExtenderFilterResult.only("node-a", {"node-b": "not selected: lower score"})
+    result = ExtenderFilterResult.none_pass({"node-b": "not selected: lower score"})
     assert orjson.dumps(result.to_json()) == (
-        b'{"NodeNames":["node-a"],"FailedNodes":{},'
+        b'{"NodeNames":[],"FailedNodes":{},'
         b'"FailedAndUnresolvableNodes":{"node-b":"not selected: lower score"},"Error":""}'
+    )
+    assert orjson.dumps(ExtenderFilterResult.only("node-a").to_json()) == (
+        b'{"NodeNames":["node-a"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""}'
     )
     assert orjson.dumps(ExtenderFilterResult.error("allocator not ready").to_json()) == (
         b'{"NodeNames":[],"FailedNodes":{},"FailedAndUnresolvableNodes":{},'
@@ -277,7 +280,7 @@ def test_filter_result_constructors() -> None:
         "Error": "",
     }
     with pytest.raises(ValueError, match=r"nodes \['a'\] both pass and fail"):
-        ExtenderFilterResult.only("a", {"a": "why", "b": "why"})
+        ExtenderFilterResult(("a",), {}, {"a": "why", "b": "why"})
     with pytest.raises(ValueError, match="must not be empty"):
         ExtenderFilterResult.error("")
 

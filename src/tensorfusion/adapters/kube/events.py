@@ -7,10 +7,11 @@ Recording never raises: a failed write is logged and counted, and the caller goe
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol
 
@@ -58,6 +59,14 @@ class _Written:
     last: datetime
 
 
+@dataclass(slots=True)
+class _Turn:
+    """The lock of one Event's occurrences, and how many callers hold or wait for it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -89,6 +98,7 @@ class EventRecorder:
         self._component = component
         self._now = now
         self._written: OrderedDict[tuple[str, ...], _Written] = OrderedDict()
+        self._turns: dict[tuple[str, ...], _Turn] = {}
         self.failures = 0
 
     async def record(
@@ -98,9 +108,30 @@ class EventRecorder:
         reason: str,
         message: str,
     ) -> None:
-        """Record one occurrence; never raises."""
+        """Record one occurrence; never raises. Occurrences of one Event are recorded one at a
+        time (callers may record at once), so that repeats raise its count."""
         key = (involved.kind, involved.namespace, involved.name, involved.uid, type_, reason,
                message)  # fmt: skip
+        turn = self._turns.get(key)
+        if turn is None:
+            turn = self._turns[key] = _Turn()
+        turn.users += 1
+        try:
+            async with turn.lock:
+                await self._record(key, involved, type_, reason, message)
+        finally:
+            turn.users -= 1
+            if not turn.users:
+                del self._turns[key]
+
+    async def _record(
+        self,
+        key: tuple[str, ...],
+        involved: InvolvedObject,
+        type_: Literal["Normal", "Warning"],
+        reason: str,
+        message: str,
+    ) -> None:
         now = self._now()
         known = self._written.get(key)
         try:

@@ -9,8 +9,9 @@ its HTTP code, so callers test `code == 409` (conflict, or already exists) and `
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import httpx
 import orjson
@@ -108,15 +109,23 @@ def _as_dict(obj: Any) -> dict[str, Any]:
     return result
 
 
-class LightkubeObjects:
-    """`ObjectClient` over a lightkube `AsyncClient`."""
+MAX_CALLS_IN_FLIGHT: Final = 16
+"""Below the 20 connections httpx keeps alive per client: a burst of writes beyond them would
+open connections with a TLS handshake each and close them afterwards."""
 
-    def __init__(self, client: AsyncClient) -> None:
+
+class LightkubeObjects:
+    """`ObjectClient` over a lightkube `AsyncClient`, at most `max_in_flight` calls at once (the
+    others wait their turn)."""
+
+    def __init__(self, client: AsyncClient, max_in_flight: int = MAX_CALLS_IN_FLIGHT) -> None:
         self._client = client
+        self._in_flight = asyncio.Semaphore(max_in_flight)
 
     async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
         try:
-            found = await self._client.get(_resource(kind), name, namespace=namespace or None)
+            async with self._in_flight:
+                found = await self._client.get(_resource(kind), name, namespace=namespace or None)
         except ApiError as error:
             if error.status.code == 404:
                 return None
@@ -126,7 +135,8 @@ class LightkubeObjects:
     async def create(self, kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
         resource = _resource(kind)
         try:
-            created = await self._client.create(resource.from_dict(dict(body)))
+            async with self._in_flight:
+                created = await self._client.create(resource.from_dict(dict(body)))
         except ApiError as error:
             raise _error(error) from None
         return _as_dict(created)
@@ -134,7 +144,8 @@ class LightkubeObjects:
     async def replace(self, kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
         resource = _resource(kind)
         try:
-            replaced = await self._client.replace(resource.from_dict(dict(body)))
+            async with self._in_flight:
+                replaced = await self._client.replace(resource.from_dict(dict(body)))
         except ApiError as error:
             raise _error(error) from None
         return _as_dict(replaced)
@@ -153,10 +164,12 @@ class LightkubeObjects:
         # into a dict.
         path = _object_path(kind, name, namespace, "status" if status else "")
         try:
-            response = await raw_http(self._client).patch(
-                path, params={"fieldManager": FIELD_MANAGER}, content=orjson.dumps(dict(body)),
-                headers={"Content-Type": "application/merge-patch+json"},
-            )  # fmt: skip
+            async with self._in_flight:
+                response = await raw_http(self._client).patch(
+                    path, params={"fieldManager": FIELD_MANAGER},
+                    content=orjson.dumps(dict(body)),
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )  # fmt: skip
         except httpx.HTTPError as error:
             raise KubeError(0, f"PATCH {path}: {error}") from None
         answer = _json(response.content)
@@ -167,7 +180,8 @@ class LightkubeObjects:
 
     async def delete(self, kind: str, name: str, namespace: str = "") -> bool:
         try:
-            await self._client.delete(_resource(kind), name, namespace=namespace or None)
+            async with self._in_flight:
+                await self._client.delete(_resource(kind), name, namespace=namespace or None)
         except ApiError as error:
             if error.status.code == 404:
                 return False

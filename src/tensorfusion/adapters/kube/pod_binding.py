@@ -1,4 +1,5 @@
-"""The pod calls of the extender's `bind`: read a pod, JSON-patch it, post its Binding.
+"""The pod calls of the extender's `bind`: read a pod, JSON-patch it, post its Binding (with
+the annotations the API server copies onto the pod).
 
 `LightkubePodBinding` implements them over a lightkube `AsyncClient`; every API error becomes
 `PodCallError` with its HTTP code (404: the pod is gone; 409: the pod is already bound). The two
@@ -69,13 +70,23 @@ class LightkubePodBinding:
         )  # fmt: skip
 
     async def bind_pod(
-        self, namespace: str, name: str, uid: str, node: str, *, timeout_s: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
     ) -> None:
-        """POST the pod's Binding to `node` (the pod's UID is a precondition)."""
+        """POST the pod's Binding to `node` (the pod's UID is a precondition); the API server
+        sets `annotations` on the pod in the same write."""
         # The answer is a Status, which lightkube would read as a Binding and fail on.
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
+        if annotations:
+            metadata["annotations"] = dict(annotations)
         body = {
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "apiVersion": "v1", "kind": "Binding", "metadata": metadata,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }  # fmt: skip
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/binding"

@@ -1,11 +1,14 @@
 """The extender's `bind` for a TF worker (scheduling.md §12 "Bind", §8 `container-gpus`).
 
 `reserve_for_bind` runs step 4 under the allocator lock: it keeps a committed record, re-validates
-the pod's assumption on the node, or evaluates the node alone and assumes; it returns the pod
-patch of step 5 (`gpu-ids`, `index`, `effective-hard-sm-percent`, `container-gpus`; a bind key
-left by an earlier bind whose Binding was never posted is removed). The shell then patches the
-pod, calls `Allocator.commit`, posts the Binding, and on failure releases the record and applies
-`rollback_patch`.
+the pod's assumption on the node, or evaluates the node alone and assumes; it returns the
+annotations of step 5 (`gpu-ids`, `index`, `effective-hard-sm-percent`, `container-gpus`,
+`allocation-seal`). They travel in the Binding: the API server copies a Binding's annotations
+onto the pod in the same write that sets `nodeName`, so a pod carries its GPUs exactly when it
+is bound, and a failed Binding leaves nothing to take back. A bind key an earlier bind left that
+this one does not set (a Binding cannot remove one) is removed first by `cleanup`, a JSON patch
+that is empty unless such a key is there. The shell then calls `Allocator.commit`, posts the
+Binding, and on failure releases the record.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
 from tensorfusion.domain.annotations import KEYS, IndexResourceError, pod_index_from_containers
 from tensorfusion.domain.json_patch import pointer
-from tensorfusion.domain.object_views import annotations_of, metadata_of
+from tensorfusion.domain.object_views import annotations_of
 from tensorfusion.domain.scheduling.decision import NativeView, decide
 from tensorfusion.domain.scheduling.filter_chain import node_health_failure
 from tensorfusion.domain.scheduling.gpu_filters import revalidation_failure
@@ -37,12 +40,11 @@ __all__ = [
     "BindPlan",
     "BindRefusedError",
     "allocated_event",
-    "bind_patch",
+    "bind_annotations",
     "container_gpus",
     "effective_hard_sm_percent",
     "pod_index_of",
     "reserve_for_bind",
-    "rollback_patch",
 ]
 
 GPU_DEVICE_ALLOCATED: Final = "GPUDeviceAllocated"
@@ -66,15 +68,14 @@ class BindEvent:
 
 @dataclass(frozen=True, slots=True)
 class BindPlan:
-    """What `bind` does next for one pod.
-
-    `already_committed`: the pod's record is committed on the node (a retried bind): post the
-    Binding only. Otherwise patch the pod with `patch`, then commit the record.
-    """
+    """What `bind` does next for one pod: apply `cleanup` when not empty, commit the record
+    (unless `already_committed`: a retried bind), then post the Binding with `annotations`.
+    `events` are recorded once the record is committed."""
 
     record: AllocationRecord
     already_committed: bool
-    patch: tuple[dict[str, Any], ...]
+    annotations: Mapping[str, str]
+    cleanup: tuple[dict[str, Any], ...] = ()
     events: tuple[BindEvent, ...] = ()
 
 
@@ -109,7 +110,8 @@ def reserve_for_bind(
     record = allocator.records.get(uid)
     if record is not None and record.state is RecordState.COMMITTED:
         if record.node == node:
-            return BindPlan(record, True, ())
+            values, cleanup, _ = bind_annotations(record, index, pod, allocator)
+            return BindPlan(record, True, values, cleanup)
         allocator.release(uid)
         record = None
     if record is not None and record.node == node:
@@ -123,8 +125,8 @@ def reserve_for_bind(
         if decision.node is None:
             raise BindRefusedError(decision.rejection_message(node))
         record = allocator.assume(request, node, decision.gpus, now)
-    patch, events = bind_patch(record, index, pod, allocator)
-    return BindPlan(record, False, patch, events)
+    values, cleanup, events = bind_annotations(record, index, pod, allocator)
+    return BindPlan(record, False, values, cleanup, events)
 
 
 def _revalidation_problem(
@@ -183,13 +185,14 @@ def container_gpus(
     return split, None
 
 
-def bind_patch(
+def bind_annotations(
     record: AllocationRecord,
     index: int,
     pod: Mapping[str, Any],
     allocator: Allocator,
-) -> tuple[tuple[dict[str, Any], ...], tuple[BindEvent, ...]]:
-    """The JSON patch of §12 step 5 and the events it raises."""
+) -> tuple[dict[str, str], tuple[dict[str, Any], ...], tuple[BindEvent, ...]]:
+    """The annotations of §12 step 5, the patch removing the stale bind keys of `pod`, and the
+    events the bind raises."""
     values: dict[str, str] = {KEYS.gpu_ids: ",".join(record.gpus), KEYS.index: str(index)}
     if allocator.seal_key:
         values[KEYS.allocation_seal] = seal(
@@ -202,17 +205,13 @@ def bind_patch(
     split, event = container_gpus(record.request, record.gpus)
     if split is not None:
         values[KEYS.container_gpus] = json.dumps(split, separators=(",", ":"))
-    return _annotation_patch(pod, values, _BIND_KEYS), (() if event is None else (event,))
-
-
-def rollback_patch(pod: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
-    """Best-effort removal of what `bind_patch` wrote, for the keys the pod now carries."""
     annotations = annotations_of(pod)
-    return tuple(
+    cleanup = tuple(
         {"op": "remove", "path": pointer("metadata", "annotations", key)}
         for key in _BIND_KEYS
-        if key in annotations
+        if key in annotations and key not in values
     )
+    return values, cleanup, (() if event is None else (event,))
 
 
 _BIND_KEYS: Final = (KEYS.gpu_ids, KEYS.index, KEYS.effective_hard_sm_percent,
@@ -226,23 +225,4 @@ def allocated_event(record: AllocationRecord) -> BindEvent:
         "Normal",
         GPU_DEVICE_ALLOCATED,
         f"Allocated {len(record.gpus)} GPU device IDs to Pod: {','.join(record.gpus)}",
-    )
-
-
-def _annotation_patch(
-    pod: Mapping[str, Any], values: Mapping[str, str], bind_keys: tuple[str, ...]
-) -> tuple[dict[str, Any], ...]:
-    """Sets `values`, and removes the bind keys the pod carries that `values` does not set (left
-    by an earlier bind that posted no Binding), so the pod ends with exactly this bind's."""
-    annotations = metadata_of(pod).get("annotations")
-    if annotations is None:
-        return ({"op": "add", "path": "/metadata/annotations", "value": dict(values)},)
-    stale = tuple(
-        {"op": "remove", "path": pointer("metadata", "annotations", key)}
-        for key in bind_keys
-        if key in annotations and key not in values
-    )
-    return stale + tuple(
-        {"op": "add", "path": pointer("metadata", "annotations", key), "value": value}
-        for key, value in values.items()
     )

@@ -108,9 +108,9 @@ def filter_worker(
         # A bind reached its commit (kube-scheduler gave up waiting for it, or the pod is
         # bound): the pod stays where its GPUs are; placing it again would free them.
         held = f"pod holds GPUs on node {committed.node}"
-        others = {name: held for name in node_names if name != committed.node}
         if committed.node in node_names:
-            return FilterAnswer(ExtenderFilterResult.only(committed.node, others))
+            return FilterAnswer(ExtenderFilterResult.only(committed.node))
+        others = dict.fromkeys(node_names, held)
         summary = f"0/{len(node_names)} nodes are available: {held}"
         return FilterAnswer(ExtenderFilterResult.none_pass(others), unschedulable=summary)
     _release_assumption(allocator, request.pod_uid)
@@ -127,10 +127,7 @@ def filter_worker(
             unschedulable=decision.message or f"0/{len(node_names)} nodes are available",
         )
     record = allocator.assume(request, decision.node, decision.gpus, now)
-    others = {
-        name: decision.rejection_message(name) for name in node_names if name != decision.node
-    }
-    return FilterAnswer(ExtenderFilterResult.only(decision.node, others), assumed=record)
+    return FilterAnswer(ExtenderFilterResult.only(decision.node), assumed=record)
 
 
 def _release_assumption(allocator: Allocator, uid: str) -> None:
