@@ -4,11 +4,14 @@
    1/2/4/8-GPU workers: kube-scheduler's `filter` body (the pod and 1,000 node names) decoded,
    the decision with its assumption, the answer encoded; then `bind` with the pod calls answered
    in memory. Percentiles per step.
-2. End to end on a real control plane: 1,000 fake nodes x 8 GPUs with their GPUNode/GPU objects
-   and heartbeats, 5,000 webhook-shaped workers created first; then the controller starts (the
-   leader's child kube-scheduler and the extender); pods per second from the first Binding to
-   the last, the extender's filter and bind latency from its histogram, and the API server's
-   requests and CPU over the same time.
+2. End to end on real control planes, each round twice on 1,000 fake nodes x 8 GPUs with 5,000
+   pods created first: the stock kube-scheduler (default profile, our child's client limits and
+   `percentageOfNodesToScore`) binding pods that request `nvidia.com/gpu: 1`, then our
+   controller (the leader's child kube-scheduler and the extender; the node agents' pods
+   already Running and Ready) binding single-GPU workers. Pods per second from the first
+   Binding to the last, ours as a share of the stock rate, the extender's filter and bind
+   latency, CPU per pod of the scheduler, the API server and etcd, the API requests, and no GPU
+   over-committed.
 
 Run: `python bench/extender.py` (about 10 minutes a round; needs `make testenv`).
 """
@@ -41,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.cluster.controlplane import Binaries, ControlPlane
+from tests.cluster.gpu_usage import over_committed
 from tests.cluster.nodes import create_fake_gpu_node
 
 from benchmark_doc import write_section
@@ -64,7 +68,6 @@ from tensorfusion.adapters.package_data import default_scheduler_config
 from tensorfusion.domain.annotations import COMPONENT_HYPERVISOR, KEYS, encode_index
 from tensorfusion.domain.desired_state.hypervisor_pods import hypervisor_pod_name
 from tensorfusion.domain.native_resources import DEFAULT_NATIVE_RESOURCES
-from tensorfusion.domain.quantities import parse_quantity
 from tensorfusion.domain.scheduling.extender_protocol import ExtenderArgs, ExtenderBindingArgs
 from tensorfusion.domain.scheduling.kube_scheduler_config import derive_kube_scheduler_config
 from tensorfusion.domain.scheduling.native import NativePlugins
@@ -83,9 +86,6 @@ from tensorfusion.sim.virtual_cluster import build_cluster
 WORKERS = "bench-workers"
 RATIO_TARGET = 0.5
 FILTER_P99_TARGET_MS = 5.0
-GPU_TFLOPS = 312.0
-GPU_VRAM = 80.0 * 2**30
-"""What `controller.populate` gives each GPU."""
 
 
 def worker_body(uid: str, pool: str, shape: Any, index: int) -> dict[str, Any]:
@@ -571,22 +571,11 @@ async def gpus_running(kube: AsyncClient, count: int) -> bool:
 
 
 async def overcommit(kube: AsyncClient) -> str:
-    """ "none" when no GPU holds more TFLOPS or VRAM than it has, else the worst GPU."""
-    tflops: dict[str, float] = {}
-    vram: dict[str, float] = {}
-    async for pod in kube.list(POD, namespace=WORKERS):
-        annotations = pod.metadata.annotations or {} if pod.metadata else {}
-        gpus = [g for g in (annotations.get(KEYS.gpu_ids) or "").split(",") if g]
-        if not gpus:
-            return f"pod {pod.metadata.name if pod.metadata else '?'} has no {KEYS.gpu_ids}"
-        for gpu in gpus:
-            tflops[gpu] = tflops.get(gpu, 0.0) + float(annotations[KEYS.tflops_request])
-            vram[gpu] = vram.get(gpu, 0.0) + float(
-                parse_quantity(annotations[KEYS.vram_request]).value
-            )
-    worst = max(tflops, key=lambda g: max(tflops[g] / GPU_TFLOPS, vram[g] / GPU_VRAM))
-    share = max(tflops[worst] / GPU_TFLOPS, vram[worst] / GPU_VRAM)
-    return "none" if share <= 1.0 else f"{worst} at {share:.0%} of its capacity"
+    """ "none" when no GPU holds more TFLOPs or VRAM than it has, else what does."""
+    listing = await raw_http(kube).get(f"/api/v1/namespaces/{WORKERS}/pods")
+    listing.raise_for_status()
+    found = over_committed(orjson.loads(listing.content)["items"])
+    return "; ".join(f"{gpu}: {held}" for gpu, held in found.items()) or "none"
 
 
 def verdict(ok: bool) -> str:

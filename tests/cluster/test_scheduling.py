@@ -34,6 +34,7 @@ from tensorfusion.domain.scheduling.scheduler_config import (
 from .conftest import DeleteLater
 from .controller_replicas import Replica, Start, holder
 from .controlplane import ControlPlane, eventually
+from .gpu_usage import over_committed
 from .nodes import FakeGpuNodes
 from .test_controller_process import keep_beating
 from .test_controller_reconcilers import (
@@ -176,17 +177,10 @@ async def all_bound(
 def assert_within_capacity(pods: list[dict[str, Any]], gpus: dict[str, list[str]]) -> None:
     """No GPU holds more than 312 TFLOPs or 80Gi by the pods' own annotations, and every pod's
     GPUs are on its node."""
-    used: dict[str, list[float]] = {}
     for pod in pods:
-        annotations = pod["metadata"]["annotations"]
-        gpu_ids = annotations[KEYS.gpu_ids].split(",")
+        gpu_ids = pod["metadata"]["annotations"][KEYS.gpu_ids].split(",")
         assert all(g in gpus[pod["spec"]["nodeName"]] for g in gpu_ids), pod
-        for gpu in gpu_ids:
-            figures = used.setdefault(gpu, [0.0, 0.0])
-            figures[0] += float(annotations[KEYS.tflops_request])
-            figures[1] += float(annotations[KEYS.vram_request].removesuffix("Gi"))
-    for gpu, (tflops, vram) in used.items():
-        assert tflops <= 312 and vram <= 80, f"{gpu} over-committed: {tflops} TFLOPs / {vram}Gi"
+    assert over_committed(pods) == {}
 
 
 async def records_match(replica: Replica, namespace: str, pods: list[dict[str, Any]]) -> bool:

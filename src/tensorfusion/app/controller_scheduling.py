@@ -16,7 +16,12 @@ from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry
 
-from tensorfusion.adapters.kube.client import KubeClient, make_client, server_version
+from tensorfusion.adapters.kube.client import (
+    KEPT_ALIVE_CONNECTIONS,
+    KubeClient,
+    make_client,
+    server_version,
+)
 from tensorfusion.adapters.kube.events import EventRecorder, InvolvedObject
 from tensorfusion.adapters.kube.pod_binding import LightkubePodBinding
 from tensorfusion.controller.allocator_state import AllocatorState
@@ -42,9 +47,6 @@ __all__ = ["EVENT_COMPONENT", "PodEventRecorder", "SchedulingWork", "prepare_sch
 
 _log = logging.getLogger(__name__)
 EVENT_COMPONENT = "tensor-fusion-scheduler"
-KEPT_ALIVE_CONNECTIONS = 20
-"""The connections httpx keeps alive per client (its default): more calls at once would open
-connections with a TLS handshake each and close them after."""
 EVENT_WRITERS = 4
 
 

@@ -107,7 +107,6 @@ class GPUNodeReconciler:
         self._mode: AgentReadinessMode = agent_readiness
         self._change_interval = change_interval
         self._allocation_interval = allocation_interval
-        self._allocation_due: dict[str, float] = {}
         self._sleep = sleep
         self.writer = FencedWriter(client, fence, events=recorder)
         self.loop: ReconcileLoop[str] = ReconcileLoop("gpunode", self.reconcile, workers=workers)
@@ -192,19 +191,12 @@ class GPUNodeReconciler:
                     "gpunode: reading the allocator's changes", self._sleep)  # fmt: skip
 
     def take_changes(self) -> set[str]:
-        """Queue the nodes the allocator changed since the last call, each at most once per
-        `allocation_interval` (a burst of binds on a node is one status write); returns them."""
+        """Queue the nodes the allocator changed since the last call, each no sooner than
+        `allocation_interval` after its last reconcile (a burst of binds on a node is one
+        status write); returns them."""
         changed, _ = self._changes.take()
-        now = self._clock()
         for name in changed:
-            due = max(now, self._allocation_due.get(name, now - self._allocation_interval)
-                      + self._allocation_interval)  # fmt: skip
-            if due <= now:
-                self._allocation_due[name] = now
-                self.loop.add(name)
-            elif self._allocation_due[name] < now:
-                self._allocation_due[name] = due
-                self.loop.add_after(name, due - now)
+            self.loop.add(name, min_interval=self._allocation_interval)
         return changed
 
     # ---- reconcile --------------------------------------------------------------------------

@@ -76,15 +76,16 @@ class ReconcileLoop(Generic[K]):
             return self._timers.time()
         return asyncio.get_running_loop().time()
 
-    def add(self, key: K) -> None:
-        """Queue the key (after the rest of `min_interval` since its last reconcile)."""
-        if self._min_interval > 0:
-            last = self._last_start.get(key)
-            if last is not None:
-                wait = last + self._min_interval - self._now()
-                if wait > 0:
-                    self.queue.add_after(key, wait)
-                    return
+    def add(self, key: K, *, min_interval: float | None = None) -> None:
+        """Queue the key, after the rest of `min_interval` (the loop's unless given) since its
+        last reconcile; a key already waiting keeps the earlier time."""
+        interval = self._min_interval if min_interval is None else min_interval
+        if interval > 0:
+            # Keys only ever added without an interval keep no start time (a pod loop's keys).
+            wait = self._last_start.setdefault(key, float("-inf")) + interval - self._now()
+            if wait > 0:
+                self.queue.add_after(key, wait)
+                return
         self.queue.add(key)
 
     def add_after(self, key: K, delay: float) -> None:
@@ -110,7 +111,7 @@ class ReconcileLoop(Generic[K]):
 
     async def process(self, key: K) -> None:
         """Reconcile one key taken from the queue (the workers call it; tests may too)."""
-        if self._min_interval > 0:
+        if self._min_interval > 0 or key in self._last_start:
             self._last_start[key] = self._now()
         try:
             again = await self._reconcile(key)

@@ -84,7 +84,8 @@ SWEEP_INTERVAL_S: Final = 10.0
 PATCH_ATTEMPTS: Final = 3
 PATCH_BACKOFF_S: Final = 1.0
 MAX_BINDS_IN_FLIGHT: Final = 16
-"""Below httpx's 20 kept-alive connections per client."""
+"""The default; the controller gives its client's kept-alive connections less its Event
+writers (`app.controller_scheduling`)."""
 
 
 class PodCalls(Protocol):

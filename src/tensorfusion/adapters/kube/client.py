@@ -11,6 +11,7 @@ from lightkube.core.exceptions import ConfigError
 
 __all__ = [
     "FIELD_MANAGER",
+    "KEPT_ALIVE_CONNECTIONS",
     "KUBE_CALL_ERRORS",
     "KubeClient",
     "KubeClientError",
@@ -23,6 +24,10 @@ __all__ = [
 
 FIELD_MANAGER = "tensor-fusion"
 DEFAULT_TIMEOUT_S = 30.0
+KEPT_ALIVE_CONNECTIONS: Final = 20
+"""The connections a client keeps open between calls (httpx's default): a burst of more calls at
+once opens connections with a TLS handshake each and closes them afterwards, so callers that
+send many at once keep below it."""
 
 
 KubeClient: TypeAlias = AsyncClient

@@ -21,7 +21,7 @@ from lightkube.resources.apps_v1 import DaemonSet, ReplicaSet, StatefulSet
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Node, Pod
 
-from tensorfusion.adapters.kube.client import FIELD_MANAGER, raw_http
+from tensorfusion.adapters.kube.client import FIELD_MANAGER, KEPT_ALIVE_CONNECTIONS, raw_http
 from tensorfusion.adapters.kube.custom_resources import resource_of
 
 __all__ = ["KubeError", "LightkubeObjects", "ObjectClient"]
@@ -109,9 +109,9 @@ def _as_dict(obj: Any) -> dict[str, Any]:
     return result
 
 
-MAX_CALLS_IN_FLIGHT: Final = 16
-"""Below the 20 connections httpx keeps alive per client: a burst of writes beyond them would
-open connections with a TLS handshake each and close them afterwards."""
+MAX_CALLS_IN_FLIGHT: Final = KEPT_ALIVE_CONNECTIONS - 4
+"""Within the client's kept-alive connections, with room for its other callers (the Lease, the
+Event recorder, informer lists)."""
 
 
 class LightkubeObjects:
