@@ -51,9 +51,21 @@ spec:
         - python
         - -c
         - |
-          import socket, urllib.request
+          import socket, time, urllib.request
           name = "echo.default.svc.cluster.local"
           print("resolved", socket.gethostbyname(name))
+          # kube-proxy programs the Service's endpoints a moment after the pods turn Ready;
+          # until then it rejects connections, so the first request is retried with a deadline.
+          deadline = time.monotonic() + 60
+          while True:
+              try:
+                  urllib.request.urlopen(f"http://{name}/", timeout=10)
+                  break
+              except OSError as error:
+                  if time.monotonic() > deadline:
+                      raise
+                  print("waiting for endpoints:", error)
+                  time.sleep(0.5)
           for _ in range(4):
               print("status", urllib.request.urlopen(f"http://{name}/", timeout=10).status)
 """
@@ -86,7 +98,7 @@ def test_pods_on_both_nodes_reach_a_service_by_name_and_their_logs_are_read(
         phase = real_cluster.kubectl("get", "pod", "client", "-o", "jsonpath={.status.phase}")
         return phase if phase in ("Succeeded", "Failed") else None
 
-    wait_until(lambda: finished() is not None, what="the client pod finished", timeout=120,
+    wait_until(lambda: finished() is not None, what="the client pod finished", timeout=180,
                components=components, interval=1.0)  # fmt: skip
     logs = real_cluster.kubectl("logs", "client")
     assert finished() == "Succeeded", logs
