@@ -7,8 +7,9 @@ pods whose index resources it allocates), the kubelet device plugins of the 16 i
 (unless `TF_KUBELET_DEVICE_PLUGIN=false`; they give a worker's GPUs only for an allocation the
 leader committed, `WorkerDevices`), the metrics loop (usage and log rows for
 `TF_METRICS_WRITE_URL`, when set), the device-plugin coexistence loop (with
-`DETECT_IN_USED_GPUS=true`) and HTTP on `HYPERVISOR_PORT`. Exit 0 on SIGTERM or SIGINT,
-2 on a bad flag, variable or provider file.
+`DETECT_IN_USED_GPUS=true`), the MPS control daemon that enforces workers' limits (when the
+isolation mode needs it and `TF_MPS` allows: `MpsSupervisor`) and HTTP on `HYPERVISOR_PORT`.
+Exit 0 on SIGTERM or SIGINT, 2 on a bad flag, variable or provider file.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Final
 
 from tensorfusion import __version__
 from tensorfusion.adapters.devices.gpu_catalogue import load_gpu_catalogue
+from tensorfusion.adapters.devices.mps_control import MpsControl
 from tensorfusion.adapters.devices.nvml import NvmlProvider
 from tensorfusion.adapters.devices.simulated_file import SimulatedFileProvider
 from tensorfusion.adapters.kube.client import KubeClient, KubeClientError, make_client
@@ -31,8 +33,18 @@ from tensorfusion.adapters.kube.object_client import LightkubeObjects
 from tensorfusion.adapters.kubelet.device_plugin import IndexDevicePlugins
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.domain.devices.gpu_objects import gpu_name
-from tensorfusion.domain.devices.inventory import DeviceInfo, DeviceProvider, ProviderError
+from tensorfusion.domain.devices.inventory import (
+    ComputeModeControl,
+    DeviceInfo,
+    DeviceProvider,
+    ProviderError,
+)
 from tensorfusion.domain.devices.tflops import lookup_tflops, parse_hardware_metadata
+from tensorfusion.domain.isolation.mps_daemon import (
+    MpsStatus,
+    daemon_needed,
+    mps_protocol,
+)
 from tensorfusion.domain.settings.controller_flags import FlagError
 from tensorfusion.domain.settings.environment_values import EnvironmentValueError
 from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnvironment
@@ -40,9 +52,10 @@ from tensorfusion.domain.settings.hypervisor_settings import HypervisorSettings
 from tensorfusion.hypervisor.agent import NodeAgent
 from tensorfusion.hypervisor.agent_http import create_agent_app
 from tensorfusion.hypervisor.device_usage import DeviceUsageLoop
+from tensorfusion.hypervisor.mps_supervisor import MpsSupervisor
 from tensorfusion.hypervisor.object_sync import GPUObjectSync, ModelFacts, managed_gpus_of
 from tensorfusion.hypervisor.usage_metrics import usage_metrics
-from tensorfusion.hypervisor.worker_devices import WorkerDevices
+from tensorfusion.hypervisor.worker_devices import MpsEnforcement, WorkerDevices
 from tensorfusion.runtime.http_server import join_host_port, serve
 from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.informer_lightkube import LightkubeSource, resource_named
@@ -54,10 +67,37 @@ _log = logging.getLogger(__name__)
 EXIT_BAD_INPUT: Final = 2
 
 
-def _provider(env: HypervisorEnvironment) -> DeviceProvider:
+def _provider(env: HypervisorEnvironment) -> SimulatedFileProvider | NvmlProvider:
     if env.simulated_gpus:
         return SimulatedFileProvider(Path(env.simulated_gpus), node_name=env.node)
     return NvmlProvider()
+
+
+def _runs_mps(env: HypervisorEnvironment, provider: DeviceProvider) -> bool:
+    """`TF_MPS=on`, or `auto` with NVML, when the isolation mode needs the daemon."""
+    if env.mps == "off" or not daemon_needed(env.isolation_mode, env.isolation_policy):
+        return False
+    return env.mps == "on" or isinstance(provider, NvmlProvider)
+
+
+def _mps_supervisor(
+    env: HypervisorEnvironment, provider: ComputeModeControl, agent: NodeAgent
+) -> MpsSupervisor:
+    protocol = 2
+    if isinstance(provider, NvmlProvider):
+        try:
+            protocol = mps_protocol(provider.driver_version())
+        except ProviderError as error:
+            _log.warning("cannot read the driver version (MPS v2 assumed): %s", error)
+
+    def gpus() -> list[str]:
+        inventory = agent.inventory
+        return [d.uuid for d in inventory.devices] if inventory else []
+
+    control = MpsControl(binary=env.mps_control, pipe_dir=Path(env.mps_dir) / "pipe",
+                         log_dir=Path(env.mps_dir) / "log")  # fmt: skip
+    return MpsSupervisor(control=control, gpus=gpus, modes=provider, protocol=protocol,
+                         on_change=agent.discover_now)  # fmt: skip
 
 
 async def run_hypervisor(
@@ -87,14 +127,31 @@ async def run_hypervisor(
         found = lookup_tflops(device.model, hardware, catalogue, vendor=device.vendor)
         return ModelFacts(found.tflops_milli, device.model, None if found.known else found.message)
 
+    mps: MpsSupervisor | None = None
+
+    def mps_status() -> dict[str, object]:
+        return (mps.status if mps is not None else MpsStatus()).to_json()
+
     sync = GPUObjectSync(
         objects=LightkubeObjects(client), managed_gpus=managed_gpus_of(client),
         events=EventRecorder(client, "tensor-fusion-hypervisor"), node=env.node, pool=env.pool,
         isolation_policy=env.isolation_policy.value, isolation_mode=env.isolation_mode.value,
-        models=models, version=__version__, clock=time.time,
+        models=models, version=__version__, clock=time.time, mps_status=mps_status,
     )  # fmt: skip
     agent = NodeAgent(provider=provider, sync=sync, discovery_interval_s=discovery_s,
                       heartbeat_interval_s=env.heartbeat_interval_s, clock=time.time)  # fmt: skip
+    if _runs_mps(env, provider):
+        mps = _mps_supervisor(env, provider, agent)
+        enforcement = MpsEnforcement(status=lambda: mps.status if mps else MpsStatus(),
+                                     pipe_dir=str(Path(env.mps_dir) / "pipe"),
+                                     log_dir=str(Path(env.mps_dir) / "log"),
+                                     shm_dir=env.mps_shm_dir)  # fmt: skip
+    else:
+        enforcement = None
+        if daemon_needed(env.isolation_mode, env.isolation_policy):
+            _log.warning("isolation mode %s: no MPS daemon (TF_MPS=%s, provider %s): workers' "
+                         "limits are not enforced on the GPU", env.isolation_mode.value,
+                         env.mps, provider.name)  # fmt: skip
     node_pods = LightkubeSource(client, resource_named("Pod"), fields={"spec.nodeName": env.node})
     pods = Informer(node_pods, name="node-pods")
 
@@ -104,19 +161,26 @@ async def run_hypervisor(
 
     workers = WorkerDevices(node=env.node, pods=pods.list, native_uuids=native_uuids,
                             gpu_objects=managed_gpus_of(client),
-                            events=EventRecorder(client, "tensor-fusion-hypervisor"))  # fmt: skip
+                            events=EventRecorder(client, "tensor-fusion-hypervisor"),
+                            mps=enforcement)  # fmt: skip
     plugins = IndexDevicePlugins(workers.allocate) if env.device_plugin else None
 
-    def registration() -> list[str]:
-        if plugins is None or plugins.registered:
-            return []
-        return [
-            f"device plugins not registered with the kubelet ({plugins.last_error or 'waiting'})"
-        ]
+    def also_needed() -> list[str]:
+        found = []
+        if plugins is not None and not plugins.registered:
+            found.append("device plugins not registered with the kubelet "
+                         f"({plugins.last_error or 'waiting'})")  # fmt: skip
+        if mps is not None and not mps.status.serving:
+            status = mps.status
+            found.append(f"MPS control daemon {status.state.value}"
+                         + (f": {status.message}" if status.message else ""))  # fmt: skip
+        return found
 
     supervisor = Supervisor()
     supervisor.start("node-pods", pods.run)
     supervisor.start("agent", agent.run)
+    if mps is not None:
+        supervisor.start("mps-daemon", mps.run)
     usage = usage_metrics(env, provider=provider, agent=agent, sync=sync, pods=pods.list)
     if usage is not None:
         supervisor.start("usage-metrics", usage.run)
@@ -129,7 +193,7 @@ async def run_hypervisor(
         supervisor.start("device-plugins", plugins.run)
     address = join_host_port(env.bind_host, env.port) if env.bind_host else f":{env.port}"
     try:
-        server = await serve(create_agent_app(agent, registration), address)
+        server = await serve(create_agent_app(agent, also_needed), address)
     except OSError as error:
         _log.error("cannot listen on %s: %s", address, error)
         await supervisor.stop()

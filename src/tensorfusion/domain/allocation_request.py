@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from tensorfusion.domain.quantities import format_bytes, format_milli
 from tensorfusion.domain.vocabulary import IsolationMode, QoSLevel, TopologyMode, TopologySource
 
-__all__ = ["AllocationRequest", "ResourceAmount", "TopologyOverrides", "percent_to_tflops_milli"]
+__all__ = [
+    "AllocationRequest",
+    "ResourceAmount",
+    "TopologyOverrides",
+    "percent_to_tflops_milli",
+    "sm_percent",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,14 @@ class ResourceAmount:
 def percent_to_tflops_milli(percent_milli: int, capacity_tflops_milli: int) -> int:
     """`percent × capacity / 100`, rounded up to 0.001 TFLOPs (scheduling.md §2)."""
     return -((-percent_milli * capacity_tflops_milli) // 100_000)
+
+
+def sm_percent(limit_tflops_milli: int, capacity_tflops_milli: int) -> int:
+    """`clamp(ceil(limit / capacity × 100), 1, 100)`; 0 without a limit or a capacity."""
+    if limit_tflops_milli <= 0 or capacity_tflops_milli <= 0:
+        return 0
+    percent = -(-limit_tflops_milli * 100 // capacity_tflops_milli)
+    return min(max(percent, 1), 100)
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,7 @@ class GPUObjectSync:
         models: ModelLookup,
         version: str,
         clock: Callable[[], float],
+        mps_status: Callable[[], Mapping[str, Any] | None] = lambda: None,
     ) -> None:
         self._objects = objects
         self._managed_gpus = managed_gpus
@@ -121,6 +122,7 @@ class GPUObjectSync:
         self._models = models
         self._version = version
         self._clock = clock
+        self._mps_status = mps_status
         self._warned: set[str] = set()
         self._node_phase: str | None = None
         self.tflops_milli: dict[str, int] = {}
@@ -162,7 +164,8 @@ class GPUObjectSync:
         phase was read by the last sync)."""
         status = gpu_node_status_patch(inventory, self.tflops_milli, version=self._version,
                                        state=state, now_rfc3339=format_rfc3339(self._clock()),
-                                       current_phase=self._node_phase)  # fmt: skip
+                                       current_phase=self._node_phase,
+                                       mps=self._mps_status())  # fmt: skip
         try:
             await _retried(f"GPUNode {self._node} status", lambda: self._objects.patch(
                 "GPUNode", self._node, {"status": status}, status=True))  # fmt: skip

@@ -10,6 +10,12 @@ second later (longer when that write is retried), so a miss re-reads the GPU obj
 `UncommittedGPUAllocation` on the pod, and FAILED_PRECONDITION to the kubelet. Two live Pending
 pods with the same index are refused at once (`AmbiguousPodIndex`): the kubelet's Allocate does
 not say which pod asks.
+
+On a node whose MPS control daemon runs (`mps`), the answer also carries what holds the worker
+to its limits: the MPS variables and the pipe, log and shared-memory mounts, computed from the
+limits and isolation mode the leader committed (`committed_limits`), never from the pod's
+annotations. While the daemon does not serve, Allocate is refused (`MPSNotReady`): a worker
+never starts unenforced, and the kubelet retries.
 """
 
 from __future__ import annotations
@@ -23,16 +29,33 @@ from typing import Any, Final
 
 from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
 from tensorfusion.adapters.kubelet.device_plugin import AllocateAnswer, AllocationRefusedError
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.committed_allocation import index_rivals, uncommitted_gpus
 from tensorfusion.domain.devices.worker_allocation import (
     WorkerAllocation,
     WorkerAllocationError,
     allocate_worker,
 )
-from tensorfusion.domain.object_views import name_of, namespace_of, uid_of
+from tensorfusion.domain.isolation.committed_limits import committed_limits
+from tensorfusion.domain.isolation.mps_client import (
+    ClientLimits,
+    client_env,
+    client_limits,
+    client_mounts,
+)
+from tensorfusion.domain.isolation.mps_daemon import MpsStatus
+from tensorfusion.domain.object_views import annotations_of, name_of, namespace_of, uid_of
+from tensorfusion.domain.vocabulary import IsolationMode
 from tensorfusion.hypervisor.object_sync import ManagedGPUs
 
-__all__ = ["AMBIGUOUS_INDEX", "COMMIT_WAIT_S", "UNCOMMITTED", "WorkerDevices"]
+__all__ = [
+    "AMBIGUOUS_INDEX",
+    "COMMIT_WAIT_S",
+    "MPS_NOT_READY",
+    "UNCOMMITTED",
+    "MpsEnforcement",
+    "WorkerDevices",
+]
 
 _log = logging.getLogger(__name__)
 COMMIT_WAIT_S: Final = 10.0
@@ -40,6 +63,18 @@ COMMIT_WAIT_S: Final = 10.0
 POLL_S: Final = 0.5
 UNCOMMITTED: Final = "UncommittedGPUAllocation"
 AMBIGUOUS_INDEX: Final = "AmbiguousPodIndex"
+MPS_NOT_READY: Final = "MPSNotReady"
+
+
+@dataclass(frozen=True, slots=True)
+class MpsEnforcement:
+    """The node's MPS daemon as Allocate needs it: its status and the host directories the
+    workers get."""
+
+    status: Callable[[], MpsStatus]
+    pipe_dir: str
+    log_dir: str
+    shm_dir: str
 
 
 @dataclass(slots=True)
@@ -56,8 +91,11 @@ class WorkerDevices:
     poll_s: float = POLL_S
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    mps: MpsEnforcement | None = None
     refusals: dict[str, int] = field(default_factory=dict)
     """Refusals by Event reason, for tests and `/readyz` detail."""
+    enforced: dict[tuple[str, str], ClientLimits] = field(default_factory=dict)
+    """What the last Allocate of each worker (namespace, pod) enforced through MPS."""
 
     async def allocate(self, resource: str, device_ids: tuple[str, ...]) -> AllocateAnswer:
         """The container's environment, or AllocationRefusedError."""
@@ -72,25 +110,59 @@ class WorkerDevices:
             await self._refuse(pod, AMBIGUOUS_INDEX, f"pods {', '.join(rivals)} carry the same "
                                f"index ({resource}={len(device_ids)}); refused all")  # fmt: skip
         uid = uid_of(pod)
-        missing = await self._wait_committed(uid, found.gpus)
+        missing, objects = await self._wait_committed(uid, found.gpus)
         if missing:
             await self._refuse(pod, UNCOMMITTED, f"GPUs {', '.join(missing)} do not list pod "
                                f"{found.namespace}/{found.pod} in status.runningApps after "
                                f"{self.commit_wait_s:g}s: no allocation committed by the "
                                "leader")  # fmt: skip
+        answer = AllocateAnswer(envs=found.envs)
+        if self.mps is not None:
+            answer = await self._enforced(pod, uid, found.gpus, objects, answer)
         _log.info("allocated %s to pod %s/%s", ",".join(found.gpus), found.namespace, found.pod)
-        return AllocateAnswer(envs=found.envs)
+        return answer
 
-    async def _wait_committed(self, uid: str, gpus: tuple[str, ...]) -> tuple[str, ...]:
+    async def _enforced(
+        self,
+        pod: Mapping[str, Any],
+        uid: str,
+        gpus: tuple[str, ...],
+        objects: Mapping[str, Mapping[str, Any]],
+        answer: AllocateAnswer,
+    ) -> AllocateAnswer:
+        """`answer` with the MPS variables and mounts of the worker's committed limits."""
+        assert self.mps is not None
+        status = self.mps.status()
+        if not status.serving:
+            detail = f": {status.message}" if status.message else ""
+            await self._refuse(pod, MPS_NOT_READY, f"the node's MPS control daemon is "
+                               f"{status.state.value}{detail}; the worker would run without "
+                               "its limits (the kubelet retries)")  # fmt: skip
+        try:
+            fallback = IsolationMode(str(annotations_of(pod).get(KEYS.isolation) or "soft"))
+        except ValueError:
+            fallback = IsolationMode.SOFT
+        committed = committed_limits(uid, gpus, objects, fallback)
+        limits = client_limits(committed.isolation, committed.limit,
+                               committed.capacities_tflops_milli)  # fmt: skip
+        self.enforced[(namespace_of(pod), name_of(pod))] = limits
+        mounts = client_mounts(self.mps.pipe_dir, self.mps.log_dir, self.mps.shm_dir)
+        return AllocateAnswer(envs={**answer.envs, **client_env(limits)}, mounts=mounts)
+
+    async def _wait_committed(
+        self, uid: str, gpus: tuple[str, ...]
+    ) -> tuple[tuple[str, ...], Mapping[str, Mapping[str, Any]]]:
         deadline = self.clock() + self.commit_wait_s
         while True:
+            objects: Mapping[str, Mapping[str, Any]] = {}
             try:
-                missing = uncommitted_gpus(uid, gpus, await self.gpu_objects(self.node))
+                objects = await self.gpu_objects(self.node)
+                missing = uncommitted_gpus(uid, gpus, objects)
             except Exception as error:  # an unreadable API server is a miss, not a crash
                 _log.warning("Allocate: cannot read the GPU objects of %s: %s", self.node, error)
                 missing = gpus
             if not missing or self.clock() >= deadline:
-                return missing
+                return missing, objects
             await self.sleep(self.poll_s)
 
     async def _refuse(self, pod: Mapping[str, Any], reason: str, message: str) -> None:

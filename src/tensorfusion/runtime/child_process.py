@@ -1,6 +1,6 @@
 """A child process that lives and dies with us: own process group, parent-death signal,
 output re-logged line by line, health polled, restarted with backoff, stopped by SIGTERM then
-SIGKILL.
+SIGKILL (after its own `quit` request, when it has one).
 
 `ChildProcess.run()` keeps the child running until cancelled: an exit, or a health check that
 has failed for `unhealthy_after_s`, restarts it after the backoff (1 s doubling to 30 s, reset
@@ -75,6 +75,8 @@ class ChildProcess:
     kill_after_s: float = 2.0
     backoff: Backoff = field(default_factory=Backoff)
     level_of: Callable[[str], int] = klog_level
+    quit: Callable[[], Awaitable[None]] | None = None
+    """Asks the child to exit on its own; `stop` tries it first (for `kill_after_s`)."""
     stats: ChildStats = field(default_factory=ChildStats)
     process: asyncio.subprocess.Process | None = None
 
@@ -124,6 +126,8 @@ class ChildProcess:
             self.stats.healthy = False
             for task in (watch, exited):
                 task.cancel()
+            if process.returncode is None:  # cancelled: stop it before draining its output
+                await self.stop()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(relay, 5)
 
@@ -162,6 +166,15 @@ class ChildProcess:
         process = self.process
         if process is None or process.returncode is not None:
             return
+        if self.quit is not None:
+            try:
+                await asyncio.wait_for(self.quit(), self.kill_after_s)
+                await asyncio.wait_for(asyncio.shield(process.wait()), self.kill_after_s)
+            except Exception as error:
+                _log.warning("%s did not quit (%s): SIGTERM", self.name, error or "timeout")
+            else:
+                _log.info("%s quit (code %s)", self.name, process.returncode)
+                return
         try:
             os.killpg(process.pid, signal.SIGTERM)
         except ProcessLookupError:

@@ -685,7 +685,7 @@ def test_running_apps_hold_committed_pods_only() -> None:
     entry = allocator.gpus["g"].running_apps[("w", "ns")].pods["p"].to_json()
     assert entry == {
         "name": "p", "namespace": "ns", "uid": "p", "requests": {"tflops": "1", "vram": "1Gi"},
-        "limits": {}, "qos": "medium",
+        "limits": {}, "qos": "medium", "isolation": "soft",
     }  # fmt: skip
 
 

@@ -114,12 +114,16 @@ def test_a_pod_without_a_template_gets_every_fixed_field_owners_labels_and_env()
         "/run/tensor-fusion",
         "/var/lib/kubelet/device-plugins",
         "/var/lib/kubelet/pod-resources",
+        "/run/tensor-fusion/shm",
     }
     [container] = spec["containers"]
     assert container["image"] == "tensorfusion/tensor-fusion-hypervisor:0.1.0"
     assert container["command"] == ["tensor-fusion", "hypervisor"]
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {
-        v["hostPath"]["path"] for v in spec["volumes"]}  # fmt: skip
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
+    # Each host path at the same path, but the shared memory, which is the agent's /dev/shm
+    # (the MPS servers its daemon starts share it with the workers).
+    same_path = {path for name, path in host_paths.items() if name != "tensor-fusion-shm"}
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {*same_path, "/dev/shm"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8000}
     assert env_of(pod) == {
         "GPU_NODE_NAME": "gpu-1", "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
@@ -199,6 +203,7 @@ def test_the_pool_template_is_merged_under_ours(wrapped: bool) -> None:
         "tensor-fusion-run",
         "device-plugins",
         "pod-resources",
+        "tensor-fusion-shm",
     }
     assert render(pool=pool(image="pool-image:3", podTemplate=raw))["spec"]["containers"][0][
         "image"] == "pool-image:3"  # fmt: skip

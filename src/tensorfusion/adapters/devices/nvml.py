@@ -23,6 +23,7 @@ from typing import Any, Final
 from tensorfusion.adapters.devices.host_facts import read_node_facts
 from tensorfusion.adapters.devices.nvml_sample import NvlinkCounters, sample_device
 from tensorfusion.domain.devices.inventory import (
+    ComputeMode,
     DeviceInfo,
     DeviceSample,
     HostFacts,
@@ -48,6 +49,14 @@ _UNSUPPORTED: Final = (
     "NVML_ERROR_INVALID_ARGUMENT",
     "NVML_ERROR_DEPRECATED",
 )
+# NVML's nvmlComputeMode_t (1, EXCLUSIVE_THREAD, is deprecated and read as exclusive process).
+_COMPUTE_MODES: Final[dict[int, ComputeMode]] = {
+    0: ComputeMode.DEFAULT, 1: ComputeMode.EXCLUSIVE_PROCESS, 2: ComputeMode.PROHIBITED,
+    3: ComputeMode.EXCLUSIVE_PROCESS,
+}  # fmt: skip
+_COMPUTE_MODE_VALUES: Final = {
+    ComputeMode.DEFAULT: 0, ComputeMode.PROHIBITED: 2, ComputeMode.EXCLUSIVE_PROCESS: 3,
+}  # fmt: skip
 # NVML's nvmlNvlinkVersion_t (1.0, 2.0, 2.2, 3.0, 3.1, 4.0, 5.0, 6.0) → NVLink generation.
 _GENERATION: Final[dict[int, int]] = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5, 8: 6}
 
@@ -152,6 +161,20 @@ class NvmlProvider:
         self._known = devices
         self._link_ids = {f.info.uuid: f.link_ids for f in found}
         return Inventory(devices=devices, node=self._node_facts())
+
+    def driver_version(self) -> str:
+        """The driver's version (`nvmlSystemGetDriverVersion`); "" when it cannot tell."""
+        self._ensure()
+        return text_of(self.optional("", "nvmlSystemGetDriverVersion"))
+
+    def set_compute_mode(self, uuid: str, mode: ComputeMode) -> ComputeMode:
+        """Set the compute mode of GPU `uuid` (needs root); the mode it had."""
+        self._ensure()
+        where = f" (GPU {uuid})"
+        handle = self.required("nvmlDeviceGetHandleByUUID", uuid.encode(), where=where)
+        before = int(self.required("nvmlDeviceGetComputeMode", handle, where=where))
+        self.required("nvmlDeviceSetComputeMode", handle, _COMPUTE_MODE_VALUES[mode], where=where)
+        return _COMPUTE_MODES.get(before, ComputeMode.DEFAULT)
 
     def sample(self, now_s: float) -> tuple[DeviceSample, ...]:
         """One sample per discovered GPU (discovering first if nothing was yet)."""

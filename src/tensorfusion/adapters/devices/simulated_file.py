@@ -12,7 +12,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tensorfusion.domain.devices.inventory import DeviceSample, Inventory, ProviderError
+from tensorfusion.domain.devices.inventory import (
+    ComputeMode,
+    DeviceSample,
+    Inventory,
+    ProviderError,
+)
 from tensorfusion.domain.devices.simulated_provider import SimulatedProvider
 from tensorfusion.domain.devices.simulation import SimulationSpec, parse_simulation
 
@@ -71,3 +76,11 @@ class SimulatedFileProvider:
     def sample(self, now_s: float) -> tuple[DeviceSample, ...]:
         """One sample per GPU of the last read spec at `now_s`."""
         return self._provider.sample(now_s)
+
+    def compute_mode(self, uuid: str) -> ComputeMode:
+        """A GPU's compute mode (kept in memory: Default at start)."""
+        return self._provider.compute_mode(uuid)
+
+    def set_compute_mode(self, uuid: str, mode: ComputeMode) -> ComputeMode:
+        """Set a GPU's compute mode in memory; the mode it had."""
+        return self._provider.set_compute_mode(uuid, mode)

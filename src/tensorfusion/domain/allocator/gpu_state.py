@@ -64,6 +64,7 @@ class RunningPod:
             "requests": r.request.to_json(),
             "limits": r.limit.to_json(),
             "qos": r.qos.value,
+            "isolation": r.isolation.value,
         }
 
 

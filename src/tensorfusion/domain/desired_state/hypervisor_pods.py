@@ -79,6 +79,9 @@ SHM_SCRIPT: Final = (
     f"mount -t tmpfs -o mode=1777 tensor-fusion-shm {SHM_DIR}"
 )
 """Mounts the workers' shared-memory tmpfs once per boot (kept across agent restarts)."""
+SHM_VOLUME: Final = "tensor-fusion-shm"
+"""The shared-memory tmpfs again, as the agent's `/dev/shm`: the MPS servers its daemon starts
+and the workers (which get it from Allocate) share memory through it."""
 VENDOR_LIBS_SOURCE: Final = "/build/lib"
 COPY_LIBS_SCRIPT: Final = (
     f"set -e; mkdir -p {RUN_DIR}/lib; cp -a {VENDOR_LIBS_SOURCE}/. {RUN_DIR}/lib/"
@@ -341,6 +344,7 @@ def _container(
     mounts: list[dict[str, Any]] = [{"name": name, "mountPath": path}
                                     for name, path in HOST_PATHS.items()]  # fmt: skip
     mounts[0]["mountPropagation"] = "HostToContainer"  # sees the shared-memory tmpfs
+    mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
     if settings.metrics.ca_secret:
         mounts.append({"name": PEER_CA_VOLUME, "mountPath": PEER_CA_DIR, "readOnly": True})
     container["volumeMounts"] = _by_name(container.get("volumeMounts") or (), mounts)
@@ -398,6 +402,7 @@ def render_hypervisor_pod(
         {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}
         for name, path in HOST_PATHS.items()
     ]
+    volumes.append({"name": SHM_VOLUME, "hostPath": {"path": SHM_DIR, "type": "Directory"}})
     if settings.metrics.ca_secret:
         # ca.crt only (never the key); optional: a Secret without it leaves the agent on the
         # system's CAs, which then fail to verify the peer port (logged), never a stuck pod.

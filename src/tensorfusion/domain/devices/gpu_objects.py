@@ -187,9 +187,11 @@ def gpu_node_status_patch(
     state: str,
     now_rfc3339: str,
     current_phase: str | None,
+    mps: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The GPUNode status the agent writes: totals over its GPUs, the managed devices, the
-    node facts and the heartbeat; phase Pending only when empty."""
+    node facts and the heartbeat (with the MPS daemon's status, `mps`); phase Pending only when
+    empty."""
     devices = inventory.devices
     names = [gpu_name(d.uuid) for d in devices]
     total_vram = sum(d.vram_bytes // _MIB * _MIB for d in devices)
@@ -204,6 +206,8 @@ def gpu_node_status_patch(
         "hypervisorStatus": {"hypervisorState": state, "hypervisorVersion": version,
                              "lastHeartbeatTime": now_rfc3339},
     }  # fmt: skip
+    if mps is not None:
+        status["hypervisorStatus"]["mps"] = dict(mps)
     if not current_phase:
         status["phase"] = "Pending"
     return status

@@ -11,9 +11,12 @@ value; NVML missing or failing says so.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol
 
 __all__ = [
+    "ComputeMode",
+    "ComputeModeControl",
     "DeviceInfo",
     "DeviceProvider",
     "DeviceSample",
@@ -128,4 +131,20 @@ class DeviceProvider(Protocol):
 
     def sample(self, now_s: float) -> tuple[DeviceSample, ...]:
         """One sample per GPU at `now_s` (seconds since the epoch); ProviderError on failure."""
+        ...
+
+
+class ComputeMode(StrEnum):
+    """NVML compute modes (`nvmlComputeMode_t`)."""
+
+    DEFAULT = "Default"
+    PROHIBITED = "Prohibited"
+    EXCLUSIVE_PROCESS = "ExclusiveProcess"
+
+
+class ComputeModeControl(Protocol):
+    """A provider that can set a GPU's compute mode (NVML, or the simulated one)."""
+
+    def set_compute_mode(self, uuid: str, mode: ComputeMode) -> ComputeMode:
+        """Set the mode of the GPU `uuid`; the mode it had. ProviderError on failure."""
         ...

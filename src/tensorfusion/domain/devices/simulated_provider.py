@@ -6,7 +6,7 @@ spec (a GPU left out of the new one has disappeared from the next discovery and 
 
 from __future__ import annotations
 
-from tensorfusion.domain.devices.inventory import DeviceSample, Inventory
+from tensorfusion.domain.devices.inventory import ComputeMode, DeviceSample, Inventory
 from tensorfusion.domain.devices.simulation import SimulatedGpu, SimulationSpec
 from tensorfusion.domain.devices.simulation_steps import GpuLoad, WorkerLoad, counters_at, load_at
 
@@ -47,6 +47,17 @@ class SimulatedProvider:
     def __init__(self, spec: SimulationSpec, start_s: float) -> None:
         self._spec = spec
         self._start_s = start_s
+        self._compute_modes: dict[str, ComputeMode] = {}
+
+    def compute_mode(self, uuid: str) -> ComputeMode:
+        """A GPU's compute mode (Default until set)."""
+        return self._compute_modes.get(uuid, ComputeMode.DEFAULT)
+
+    def set_compute_mode(self, uuid: str, mode: ComputeMode) -> ComputeMode:
+        """Set a GPU's compute mode; the mode it had."""
+        previous = self.compute_mode(uuid)
+        self._compute_modes[uuid] = mode
+        return previous
 
     @property
     def name(self) -> str:

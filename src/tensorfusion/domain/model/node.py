@@ -11,7 +11,7 @@ from tensorfusion.domain.model.base import Int32, Int64, QuantityValue, Timestam
 from tensorfusion.domain.model.capacity import CapacityFigures
 from tensorfusion.domain.model.meta import Condition, KubeObject
 from tensorfusion.domain.model.resources import Resource
-from tensorfusion.domain.vocabulary import QoSLevel
+from tensorfusion.domain.vocabulary import IsolationMode, QoSLevel
 
 __all__ = [
     "GPUNode",
@@ -20,6 +20,7 @@ __all__ = [
     "GPUNodeSpec",
     "GPUNodeStatus",
     "HypervisorStatus",
+    "MPSDaemonStatus",
     "ManageMode",
     "PodGPUInfo",
 ]
@@ -55,6 +56,11 @@ class PodGPUInfo(WireModel):
     requests: Resource | None = None
     limits: Resource | None = None
     qos: QoSLevel | None = None
+    isolation: IsolationMode | None = Field(
+        None,
+        description="the isolation mode the pod was admitted with (its node agent "
+        "enforces the limits it implies)",
+    )
     is_external: bool | None = None
 
 
@@ -65,12 +71,25 @@ class GPUNodeInfo(WireModel):
     data_disk_size: QuantityValue | None = None
 
 
+class MPSDaemonStatus(WireModel):
+    """The node's NVIDIA MPS control daemon, which enforces workers' limits (hypervisor.md)."""
+
+    state: Literal["Off", "Starting", "Running", "Restarting", "Failed"] | None = None
+    restarts: Int32 | None = None
+    message: str | None = Field(None, max_length=1024)
+    protocol: Int32 | None = Field(
+        None,
+        description="2: legacy MPS (limits in each client's environment); 3: the driver has MPS v3",
+    )
+
+
 class HypervisorStatus(WireModel):
     """Liveness of the node agent."""
 
     hypervisor_state: str | None = None
     hypervisor_version: str | None = None
     last_heartbeat_time: Timestamp | None = None
+    mps: MPSDaemonStatus | None = Field(None, alias="mps")
 
 
 class GPUNodeSpec(WireModel):

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tensorfusion.domain.allocation_request import AllocationRequest
+from tensorfusion.domain.allocation_request import AllocationRequest, sm_percent
 from tensorfusion.domain.allocator.allocation_seal import seal
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.records import AllocationRecord, RecordState
@@ -152,11 +152,9 @@ def _revalidation_problem(
 def effective_hard_sm_percent(request: AllocationRequest, first_capacity_tflops: int) -> int | None:
     """`clamp(ceil(limit / capacity of the first GPU × 100), 1, 100)` for a hard pod with an
     absolute TFLOPs limit; None otherwise."""
-    limit = request.limit.tflops_milli
-    if request.isolation is not IsolationMode.HARD or not limit or first_capacity_tflops <= 0:
+    if request.isolation is not IsolationMode.HARD:
         return None
-    percent = -(-limit * 100 // first_capacity_tflops)
-    return min(max(percent, 1), 100)
+    return sm_percent(request.limit.tflops_milli, first_capacity_tflops) or None
 
 
 def container_gpus(

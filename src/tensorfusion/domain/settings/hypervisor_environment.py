@@ -96,6 +96,22 @@ def _isolation_mode(env: Mapping[str, str], name: str, default: Any) -> Any:
     return modes[text]
 
 
+MPS_CHOICES: Final = ("auto", "on", "off")
+DEFAULT_MPS_DIR: Final = "/run/tensor-fusion/mps"
+DEFAULT_SHM_DIR: Final = "/run/tensor-fusion/shm"
+
+
+def _mps(env: Mapping[str, str], name: str, default: Any) -> Any:
+    text = env.get(name, "").strip().lower()
+    if not text:
+        return default
+    if text not in MPS_CHOICES:
+        raise EnvironmentValueError(
+            f'{name}: invalid value "{env.get(name)}": must be one of {", ".join(MPS_CHOICES)}'
+        )
+    return text
+
+
 HYPERVISOR_VARIABLES: Final[tuple[Variable, ...]] = (
     Variable("GPU_NODE_NAME", "node", "name", "The node (and GPUNode) this agent serves.",
              _node, default_text="none: required"),
@@ -140,6 +156,15 @@ HYPERVISOR_VARIABLES: Final[tuple[Variable, ...]] = (
              "A simulated provider file (tests, demos); empty: NVML."),
     Variable("TF_HYPERVISOR_METRICS_EXTRA_LABELS", "metrics_extra_labels", "json",
              "metricsExtraPodLabels for tf_worker_usage.", _extra_labels),
+    Variable("TF_MPS", "mps", "|".join(MPS_CHOICES),
+             "Run the MPS control daemon that enforces workers' limits (auto: with NVML when "
+             "the isolation mode needs it).", _mps),
+    Variable("TF_MPS_CONTROL", "mps_control", "path",
+             "The nvidia-cuda-mps-control binary (a name is looked up on PATH)."),
+    Variable("TF_MPS_DIR", "mps_dir", "path",
+             "Host directory of the daemon's pipe/ and log/ (shared with the workers)."),
+    Variable("TF_MPS_SHM_DIR", "mps_shm_dir", "path",
+             "Host directory of the shared memory the workers get at /dev/shm."),
 )  # fmt: skip
 """Every variable of the node agent, in the order they are read."""
 
@@ -189,6 +214,18 @@ class HypervisorEnvironment:
     """`TF_SIMULATED_GPUS`: a simulated provider file (tests, demos); empty means NVML."""
     metrics_extra_labels: Mapping[str, str] = field(default_factory=dict)
     """`TF_HYPERVISOR_METRICS_EXTRA_LABELS`: `metricsExtraPodLabels` for tf_worker_usage."""
+    mps: str = "auto"
+    """`TF_MPS`: `auto` runs the MPS control daemon with the NVML provider when the isolation
+    mode needs it (`daemon_needed`), `on` with any provider (tests with the stand-in), `off`
+    never (workers then run with no limit enforced on the GPU)."""
+    mps_control: str = "nvidia-cuda-mps-control"
+    """`TF_MPS_CONTROL`: the daemon's binary; a bare name is looked up on `PATH`."""
+    mps_dir: str = DEFAULT_MPS_DIR
+    """`TF_MPS_DIR`: the daemon's `pipe/` and `log/` directories live here (a host path the
+    agent pod mounts at the same path; workers get them from the kubelet's Allocate)."""
+    mps_shm_dir: str = DEFAULT_SHM_DIR
+    """`TF_MPS_SHM_DIR`: the shared-memory tmpfs the agent pod's init container mounts; the
+    daemon's servers and the workers share it as `/dev/shm`."""
     warnings: tuple[str, ...] = field(default=())
 
     @classmethod

@@ -1,0 +1,1 @@
+"""GPU isolation on the node: what NVIDIA MPS enforces for each worker (pure)."""
