@@ -29,6 +29,8 @@ from tensorfusion.adapters.tsdb.greptime_store import GreptimeSettings
 from tensorfusion.adapters.tsdb.greptime_writer import LineProtocolWriter, WriteEndpoint
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceProvider, ProviderError
+from tensorfusion.domain.isolation.mps_daemon import MpsStatus
+from tensorfusion.domain.isolation.share_ticks import ShareTicks
 from tensorfusion.domain.metrics.recorders import gpu_usage_rows, worker_usage_rows
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.settings.hypervisor_environment import HypervisorEnvironment
@@ -125,6 +127,7 @@ class UsageMetrics:
         extra_labels: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._ticks = ShareTicks()
         self._provider = provider
         self._extra_labels = dict(extra_labels or {})
         self._figures = figures
@@ -155,8 +158,10 @@ class UsageMetrics:
             self._sample_error = ""
             node = self._figures()
             gpus, workers = usage_samples(
-                node, samples, workers_of(self._pods(), node.pool, extra_labels=self._extra_labels)
-            )
+                node, samples,
+                workers_of(self._pods(), node.pool, extra_labels=self._extra_labels),
+                self._ticks,
+            )  # fmt: skip
             ts_ms = int(now_s * 1000)
             rows = gpu_usage_rows(gpus, ts_ms) + worker_usage_rows(workers, ts_ms)
         if self.log_rows is not None:
@@ -209,6 +214,7 @@ def usage_metrics(
     agent: NodeAgent,
     sync: GPUObjectSync,
     pods: Pods,
+    mps: Callable[[], MpsStatus | None] = lambda: None,
 ) -> UsageMetrics | None:
     """The agent's metrics loop from its settings; None (and one log line) without a URL."""
     if not env.metrics_write_url:
@@ -223,7 +229,7 @@ def usage_metrics(
     def figures() -> NodeGPUCapacity:
         inventory = agent.inventory
         vram = {gpu_name(d.uuid): d.vram_bytes for d in inventory.devices} if inventory else {}
-        return NodeGPUCapacity(env.node, env.pool, dict(sync.tflops_milli), vram)
+        return NodeGPUCapacity(env.node, env.pool, dict(sync.tflops_milli), vram, mps=mps())
 
     log_rows = SystemLogRows(component=COMPONENT, level=env.log_level, pod=env.pod_name,
                              namespace=_namespace(env.metrics_write_token_file),

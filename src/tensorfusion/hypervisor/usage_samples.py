@@ -5,22 +5,35 @@ samples and the pods bound to the node: one `GPUUsageSample` per sampled GPU and
 A worker is a pod on the node whose `gpu-ids` names GPUs and that has not ended. Its share,
 VRAM and limiter counters come from the samples keyed by pod name (only the simulated
 provider has them; 0 otherwise); its VRAM limit from `vram-limit` (else the GPU's total); its
-workload from the `workload` label (`unknown` when absent).
+workload from the `workload` label (`unknown` when absent). While the node's MPS daemon serves,
+each row also carries the limits MPS holds the worker to (`client_limits` of its isolation mode
+and limits), and on a GPU whose samples have no limiter counters a hard worker's
+`compute_throttled_cnt` counts the samples at its SM share (`ShareTicks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tensorfusion.domain.annotation_values import InvalidValueError, parse_vram_bytes
+from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.annotation_values import (
+    InvalidValueError,
+    parse_percent_milli,
+    parse_tflops_milli,
+    parse_vram_bytes,
+)
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceSample, LimiterCounters
+from tensorfusion.domain.isolation.mps_client import client_limits
+from tensorfusion.domain.isolation.mps_daemon import MpsStatus
+from tensorfusion.domain.isolation.share_ticks import ShareTicks
 from tensorfusion.domain.metrics.extra_tags import extra_tags
 from tensorfusion.domain.metrics.recorders import GPUUsageSample, WorkerUsageSample
 from tensorfusion.domain.object_views import annotations_of, labels_of, name_of, namespace_of
+from tensorfusion.domain.vocabulary import IsolationMode
 
 __all__ = ["NodeGPUCapacity", "Worker", "usage_samples", "workers_of"]
 
@@ -37,8 +50,10 @@ class Worker:
     workload: str
     gpus: tuple[str, ...]
     """GPU object names (lower-case uuids) from `gpu-ids`."""
-    vram_limit_bytes: int = 0
-    """Per GPU, from `vram-limit`; 0 when absent or invalid."""
+    limit: ResourceAmount = field(default_factory=ResourceAmount)
+    """Per GPU, from `tflops-limit`, `compute-percent-limit`, `vram-limit` (0 when absent or
+    invalid)."""
+    isolation: IsolationMode = IsolationMode.SOFT
     extra_tags: Mapping[str, str] = field(default_factory=dict)
     """`metricsExtraPodLabels` resolved for the pod."""
 
@@ -51,15 +66,32 @@ class NodeGPUCapacity:
     pool: str
     tflops_milli: Mapping[str, int]
     vram_bytes: Mapping[str, int]
+    mps: MpsStatus | None = None
+    """The node's MPS daemon; None where it does not run."""
 
 
-def _vram_limit(text: object) -> int:
+def _value(parse: Callable[[str], int], text: object) -> int:
     if not isinstance(text, str) or not text.strip():
         return 0
     try:
-        return parse_vram_bytes(text)
+        return parse(text)
     except InvalidValueError:
         return 0
+
+
+def _limit(annotations: Mapping[str, Any]) -> ResourceAmount:
+    return ResourceAmount(
+        tflops_milli=_value(parse_tflops_milli, annotations.get(KEYS.tflops_limit)),
+        percent_milli=_value(parse_percent_milli, annotations.get(KEYS.compute_percent_limit)),
+        vram_bytes=_value(parse_vram_bytes, annotations.get(KEYS.vram_limit)),
+    )
+
+
+def _isolation(text: object) -> IsolationMode:
+    try:
+        return IsolationMode(str(text or IsolationMode.SOFT.value))
+    except ValueError:
+        return IsolationMode.SOFT
 
 
 def workers_of(
@@ -89,7 +121,8 @@ def workers_of(
                 pool=str(annotations.get(KEYS.gpupool) or default_pool),
                 workload=str(labels.get(KEYS.workload) or UNKNOWN_WORKLOAD),
                 gpus=gpus,
-                vram_limit_bytes=_vram_limit(annotations.get(KEYS.vram_limit)),
+                limit=_limit(annotations),
+                isolation=_isolation(annotations.get(KEYS.isolation)),
                 extra_tags=extra_tags(labels, extra_labels) if extra_labels else {},
             )
         )
@@ -109,38 +142,61 @@ def _gpu_sample(node: NodeGPUCapacity, sample: DeviceSample) -> GPUUsageSample:
         graphics_clock_mhz=sample.graphics_clock_mhz, sm_clock_mhz=sample.sm_clock_mhz,
         memory_clock_mhz=sample.memory_clock_mhz, video_clock_mhz=sample.video_clock_mhz,
         nvlink_rx=sample.nvlink_rx_kb_per_s, nvlink_tx=sample.nvlink_tx_kb_per_s,
+        mps_daemon_up=node.mps is not None and node.mps.serving,
+        mps_daemon_restarts=node.mps.restarts if node.mps is not None else 0,
     )  # fmt: skip
 
 
 def _worker_sample(
-    node: NodeGPUCapacity, worker: Worker, gpu: str, sample: DeviceSample | None
+    node: NodeGPUCapacity,
+    worker: Worker,
+    gpu: str,
+    sample: DeviceSample | None,
+    ticks: ShareTicks,
 ) -> WorkerUsageSample:
     share = dict(sample.worker_compute_percentage) if sample else {}
     memory = dict(sample.worker_memory_bytes) if sample else {}
-    counters = (dict(sample.limiter) if sample else {}).get(worker.pod, LimiterCounters())
+    limiter = dict(sample.limiter) if sample else {}
+    counters = limiter.get(worker.pod, LimiterCounters())
+    used = share.get(worker.pod, 0.0)
+    enforced = None
+    if node.mps is not None and node.mps.serving:
+        enforced = client_limits(worker.isolation, worker.limit,
+                                 [node.tflops_milli.get(g, 0) for g in worker.gpus])  # fmt: skip
+    throttled = counters.compute_throttled
+    if enforced is not None and worker.pod not in limiter:
+        throttled = ticks.observe((worker.namespace, worker.pod, gpu), used, enforced.sm_percent)
     return WorkerUsageSample(
         worker=worker.pod, namespace=worker.namespace, pool=worker.pool, node=node.node,
         uuid=gpu, workload=worker.workload,
-        compute_percentage=share.get(worker.pod, 0.0),
+        compute_percentage=used,
         capacity_tflops=node.tflops_milli.get(gpu, 0) / 1000,
         memory_bytes=memory.get(worker.pod, 0),
-        memory_limit_bytes=worker.vram_limit_bytes or node.vram_bytes.get(gpu, 0),
-        compute_throttled_cnt=counters.compute_throttled,
+        memory_limit_bytes=worker.limit.vram_bytes or node.vram_bytes.get(gpu, 0),
+        compute_throttled_cnt=throttled,
         vram_freezed_cnt=counters.vram_freezed,
         vram_resumed_cnt=counters.vram_resumed,
+        enforced_vram_limit_bytes=enforced.vram_bytes if enforced else 0,
+        enforced_compute_percent=float(enforced.sm_percent) if enforced else 0.0,
         extra_tags=worker.extra_tags,
     )  # fmt: skip
 
 
 def usage_samples(
-    node: NodeGPUCapacity, samples: Sequence[DeviceSample], workers: Sequence[Worker]
+    node: NodeGPUCapacity,
+    samples: Sequence[DeviceSample],
+    workers: Sequence[Worker],
+    ticks: ShareTicks | None = None,
 ) -> tuple[list[GPUUsageSample], list[WorkerUsageSample]]:
-    """One cycle's GPU samples and worker samples (a row per worker and allocated GPU)."""
+    """One cycle's GPU samples and worker samples (a row per worker and allocated GPU);
+    `ticks` carries the throttle ticks of MPS-held workers from cycle to cycle."""
+    ticks = ticks if ticks is not None else ShareTicks()
     by_gpu = {gpu_name(sample.uuid): sample for sample in samples}
     gpus = [_gpu_sample(node, sample) for sample in samples]
     per_worker = [
-        _worker_sample(node, worker, gpu, by_gpu.get(gpu))
+        _worker_sample(node, worker, gpu, by_gpu.get(gpu), ticks)
         for worker in workers
         for gpu in worker.gpus
     ]
+    ticks.keep_only({(w.namespace, w.pod, gpu) for w in workers for gpu in w.gpus})
     return gpus, per_worker

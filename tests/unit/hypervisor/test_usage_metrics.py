@@ -156,7 +156,9 @@ async def test_a_row_per_gpu_and_per_allocated_worker_idle_ones_included() -> No
         idle = workers[("idle", gpu.lower())].fields
         assert idle == {"compute_percentage": 0.0, "compute_tflops": 0.0, "memory_bytes": 0,
                         "memory_percentage": 0.0, "compute_throttled_cnt": 0,
-                        "vram_freezed_cnt": 0, "vram_resumed_cnt": 0}  # fmt: skip
+                        "vram_freezed_cnt": 0, "vram_resumed_cnt": 0,
+                        "enforced_vram_limit_bytes": 0,
+                        "enforced_compute_percent": 0.0}  # fmt: skip
 
 
 async def test_limiter_counters_grow_and_capacity_follows_the_last_discovery() -> None:

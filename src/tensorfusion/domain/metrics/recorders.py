@@ -151,6 +151,9 @@ class GPUUsageSample:
     video_clock_mhz: float = 0.0
     nvlink_rx: float = 0.0
     nvlink_tx: float = 0.0
+    mps_daemon_up: bool = False
+    """The node's MPS control daemon serves this GPU (isolation enforced)."""
+    mps_daemon_restarts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +173,10 @@ class WorkerUsageSample:
     compute_throttled_cnt: int = 0
     vram_freezed_cnt: int = 0
     vram_resumed_cnt: int = 0
+    enforced_vram_limit_bytes: int = 0
+    """The device-memory limit MPS holds the worker to on this GPU; 0: none."""
+    enforced_compute_percent: float = 0.0
+    """The share of the GPU's SMs MPS holds the worker to; 0: none."""
     extra_tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -399,6 +406,8 @@ def gpu_usage_rows(samples: Sequence[GPUUsageSample], ts_ms: int) -> list[Metric
                 "video_clock_mhz": float(s.video_clock_mhz),
                 "nvlink_rx": float(s.nvlink_rx),
                 "nvlink_tx": float(s.nvlink_tx),
+                "mps_daemon_up": int(s.mps_daemon_up),
+                "mps_daemon_restarts": int(s.mps_daemon_restarts),
             },
         )
         for s in samples
@@ -431,6 +440,8 @@ def worker_usage_rows(samples: Sequence[WorkerUsageSample], ts_ms: int) -> list[
                 "compute_throttled_cnt": int(s.compute_throttled_cnt),
                 "vram_freezed_cnt": int(s.vram_freezed_cnt),
                 "vram_resumed_cnt": int(s.vram_resumed_cnt),
+                "enforced_vram_limit_bytes": int(s.enforced_vram_limit_bytes),
+                "enforced_compute_percent": float(s.enforced_compute_percent),
             },
         )
         for s in samples

@@ -100,6 +100,8 @@ TABLES: Final[tuple[TableSchema, ...]] = (
                 "nvlink_rx",
                 "nvlink_tx",
             ),
+            ("mps_daemon_up", N),
+            ("mps_daemon_restarts", N),
         ),
     ),
     TableSchema(
@@ -113,6 +115,8 @@ TABLES: Final[tuple[TableSchema, ...]] = (
             ("compute_throttled_cnt", N),
             ("vram_freezed_cnt", N),
             ("vram_resumed_cnt", N),
+            ("enforced_vram_limit_bytes", N),
+            ("enforced_compute_percent", F),
         ),
         extra_tags=True,
         skipping_index=("worker",),
