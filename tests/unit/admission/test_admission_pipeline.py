@@ -927,3 +927,21 @@ def test_the_submitted_pod_is_never_changed_and_the_patch_rebuilds_the_mutated_p
     assert decision.allowed, decision.message
     assert pod == submitted, "admission changed the submitted pod"
     assert apply_patch(submitted, decision.patch) == decision.mutated_pod
+
+
+def test_a_container_setting_mps_variables_is_denied_naming_them(run: Run) -> None:
+    containers = [{"name": "main", "image": "img", "env": [
+        {"name": "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "value": "0=80G"},
+        {"name": "CUDA_MPS_PIPE_DIRECTORY", "value": "/mine"},
+        {"name": "OTHER", "value": "1"}]}]  # fmt: skip
+    decision = run(make_pod(resources_ok(), containers=containers))
+    assert decision.code == 400
+    assert decision.message == (
+        "container 'main' sets CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, CUDA_MPS_PIPE_DIRECTORY: the "
+        "node agent sets the NVIDIA MPS variables that enforce the worker's limits; remove them"
+    )
+
+
+def test_other_variables_are_admitted(run: Run) -> None:
+    containers = [{"name": "main", "image": "img", "env": [{"name": "CUDA_VISIBLE", "value": "1"}]}]
+    assert run(make_pod(resources_ok(), containers=containers)).allowed

@@ -26,6 +26,7 @@ from tensorfusion.domain.admission.hardware import (
     soft_isolation_problem,
 )
 from tensorfusion.domain.admission.hashing import client_config_hash
+from tensorfusion.domain.admission.mps_variables import mps_variable_problems
 from tensorfusion.domain.admission.mutation import build_worker_pod
 from tensorfusion.domain.admission.pool_resolution import resolve_pool
 from tensorfusion.domain.admission.profile import ProfileSpec, read_profile
@@ -273,6 +274,7 @@ def _tf_pipeline(
         problems += found
     if inject:
         problems += native_injection_problems(native, inject, keys.inject_container)
+    problems += mps_variable_problems(pod)
 
     # Step 11: model, vendor, dedicated GPU.
     model = parsed.gpu_model or profile.gpu_model

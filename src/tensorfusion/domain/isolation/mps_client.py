@@ -24,14 +24,12 @@ __all__ = [
     "CLIENT_LOG_DIR",
     "CLIENT_PIPE_DIR",
     "CLIENT_SHM_DIR",
-    "MPS_ENV_PREFIX",
     "ClientLimits",
     "client_env",
     "client_limits",
     "client_mounts",
 ]
 
-MPS_ENV_PREFIX: Final = "CUDA_MPS_"
 PIPE_ENV: Final = "CUDA_MPS_PIPE_DIRECTORY"
 LOG_ENV: Final = "CUDA_MPS_LOG_DIRECTORY"
 MEMORY_ENV: Final = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
