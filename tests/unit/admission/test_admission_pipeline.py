@@ -945,3 +945,14 @@ def test_a_container_setting_mps_variables_is_denied_naming_them(run: Run) -> No
 def test_other_variables_are_admitted(run: Run) -> None:
     containers = [{"name": "main", "image": "img", "env": [{"name": "CUDA_VISIBLE", "value": "1"}]}]
     assert run(make_pod(resources_ok(), containers=containers)).allowed
+
+
+def test_containers_of_different_users_get_a_warning(run: Run) -> None:
+    containers = [{"name": "a", "image": "img", "securityContext": {"runAsUser": 1000}},
+                  {"name": "b", "image": "img"}]  # fmt: skip
+    annotations = {**resources_ok(), KEYS.inject_container: "a"}
+    decision = run(make_pod(annotations, containers=containers))
+    assert decision.allowed, decision.message
+    assert any("NVIDIA MPS serves one user at a time" in w for w in decision.warnings)
+    one_user = [{**c, "securityContext": {"runAsUser": 1000}} for c in containers]
+    assert not any("MPS" in w for w in run(make_pod(annotations, containers=one_user)).warnings)

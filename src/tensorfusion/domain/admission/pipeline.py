@@ -26,7 +26,7 @@ from tensorfusion.domain.admission.hardware import (
     soft_isolation_problem,
 )
 from tensorfusion.domain.admission.hashing import client_config_hash
-from tensorfusion.domain.admission.mps_variables import mps_variable_problems
+from tensorfusion.domain.admission.mps_variables import mps_user_warnings, mps_variable_problems
 from tensorfusion.domain.admission.mutation import build_worker_pod
 from tensorfusion.domain.admission.pool_resolution import resolve_pool
 from tensorfusion.domain.admission.profile import ProfileSpec, read_profile
@@ -275,6 +275,7 @@ def _tf_pipeline(
     if inject:
         problems += native_injection_problems(native, inject, keys.inject_container)
     problems += mps_variable_problems(pod)
+    warnings += mps_user_warnings(pod)
 
     # Step 11: model, vendor, dedicated GPU.
     model = parsed.gpu_model or profile.gpu_model
