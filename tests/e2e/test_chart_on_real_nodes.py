@@ -9,7 +9,11 @@ production overlay and a my-values file, then the guide's Verify section on pods
 - the guide's enabled-replicas Deployment: its TensorFusion replicas admitted by the webhook,
   which the API server reaches through its Service, scheduled by tensor-fusion-scheduler and
   running; the replica that keeps nvidia.com/gpu waits for a GPU no node has;
-- the active controller pod deleted: new TensorFusion pods are still admitted and scheduled.
+- the active controller pod deleted: new TensorFusion pods are still admitted and scheduled;
+- GPU isolation (issue 27): each agent runs the MPS control daemon (the stand-in
+  `nvidia-cuda-mps-control`, `TF_MPS=on`) and reports it Running in its GPUNode; a worker the
+  kubelet starts gets, through the agent's Allocate, the MPS variables of its limits and the
+  daemon's pipe directory (where it sees the daemon's socket) and shared memory.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from tensorfusion.devenv.processes import wait_until
 from tensorfusion.devenv.real_nodes.cluster import RealNodeCluster
 from tensorfusion.devenv.source_tree import SOURCE_DIR
 from tensorfusion.runtime.leader_election import LEASE_NAME
+from tests.standins import MPS_CONTROL
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +37,7 @@ RELEASE = NAMESPACE = "tensor-fusion-sys"
 CHART = SOURCE_DIR / "charts" / "tensor-fusion"
 SNIPPETS = SOURCE_DIR / "examples" / "production"
 SIMULATED = "/run/tensor-fusion/simulated-gpus.yaml"
+MPS_STANDIN = "/run/tensor-fusion/mps-standin/nvidia-cuda-mps-control"
 GPU_LABEL = "nvidia.com/gpu.present"
 
 STORAGE = """
@@ -118,6 +124,11 @@ def test_the_production_guide_on_real_nodes(
         node.host_path("/run/tensor-fusion").joinpath("simulated-gpus.yaml").write_text(
             simulation(node.name)
         )
+        standin = node.host_path("/run/tensor-fusion").joinpath("mps-standin")
+        standin.mkdir(parents=True, exist_ok=True)
+        script = standin / "nvidia-cuda-mps-control"
+        script.write_text("#!/usr/bin/env python3\n" + MPS_CONTROL.read_text())
+        script.chmod(0o755)
 
     # -- step 1 and 2: the overlay and my-values ----------------------------------------------
     values = my_values(tmp_path / "my-values.yaml", e2e_images)
@@ -142,6 +153,8 @@ def test_the_production_guide_on_real_nodes(
     container["env"] = [
         *container.get("env", []),
         {"name": "TF_SIMULATED_GPUS", "value": SIMULATED},
+        {"name": "TF_MPS", "value": "on"},
+        {"name": "TF_MPS_CONTROL", "value": MPS_STANDIN},
     ]
     kubectl(
         "apply",
@@ -199,6 +212,14 @@ def test_the_production_guide_on_real_nodes(
 
     until(discovered, "the cluster, pool, 2 GPU nodes and 4 GPUs Running", timeout=300)
 
+    # -- GPU isolation: the agents' MPS daemons Running ------------------------------------------
+    def mps_running() -> bool:
+        states = [(n["status"].get("hypervisorStatus") or {}).get("mps", {}).get("state")
+                  for n in get("gpunode")["items"]]  # fmt: skip
+        return states == ["Running", "Running"]
+
+    until(mps_running, "each agent's MPS daemon Running in its GPUNode status")
+
     # -- the controller's logs: no errors (the kubelet serves them) ------------------------------
     logs = kubectl(
         "logs", "-n", NAMESPACE, f"deploy/{RELEASE}-controller", "-c", "controller", "--tail=100"
@@ -226,6 +247,23 @@ def test_the_production_guide_on_real_nodes(
         assert pod["spec"]["nodeName"] in {n.name for n in real_cluster.real_nodes}
         assert pod["metadata"]["annotations"].get("tensor-fusion.ai/gpupool")
     assert native[0]["status"].get("phase") == "Pending"  # nvidia.com/gpu: no node has one
+
+    # -- a worker gets the MPS variables of its limits and the daemon's directories -------------
+    kubectl(
+        "apply", "-f", "-", stdin=json.dumps(mps_worker("mps-worker", e2e_images["hypervisor"]))
+    )
+
+    def mps_worker_ran() -> bool:
+        pod = get("pod", "-n", "default", "mps-worker")
+        return bool(pod["status"].get("phase") == "Running") and "listed" in kubectl(
+            "logs", "-n", "default", "mps-worker")  # fmt: skip
+
+    until(mps_worker_ran, "the MPS worker Running with its environment printed")
+    printed = kubectl("logs", "-n", "default", "mps-worker")
+    assert "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps" in printed, printed
+    assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=3072MB" in printed, printed  # vram-limit 3Gi
+    assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in printed, printed  # soft: memory only
+    assert "entry control" in printed, printed  # the daemon's socket in its pipe directory
 
     # -- the active controller pod deleted: TensorFusion pods still admitted and scheduled ------
     lease = get("lease", "-n", NAMESPACE, LEASE_NAME)
@@ -300,3 +338,13 @@ def tf_pod(name: str, image: str) -> dict[str, Any]:
         },
         "spec": {"containers": [{"name": "c", "image": image, "command": ["sleep", "infinity"]}]},
     }
+
+
+def mps_worker(name: str, image: str) -> dict[str, Any]:
+    """A soft-isolation worker that prints its MPS variables and its pipe directory."""
+    script = ("env | grep ^CUDA_MPS_ | sort; for f in /tmp/nvidia-mps/*; do "
+              'echo "entry $(basename $f)"; done; echo listed; sleep infinity')  # fmt: skip
+    pod = tf_pod(name, image)
+    pod["metadata"]["annotations"]["tensor-fusion.ai/isolation"] = "soft"
+    pod["spec"]["containers"][0]["command"] = ["sh", "-c", script]
+    return pod

@@ -948,8 +948,10 @@ def test_other_variables_are_admitted(run: Run) -> None:
 
 
 def test_containers_of_different_users_get_a_warning(run: Run) -> None:
-    containers = [{"name": "a", "image": "img", "securityContext": {"runAsUser": 1000}},
-                  {"name": "b", "image": "img"}]  # fmt: skip
+    containers: list[dict[str, Any]] = [
+        {"name": "a", "image": "img", "securityContext": {"runAsUser": 1000}},
+        {"name": "b", "image": "img"},
+    ]
     annotations = {**resources_ok(), KEYS.inject_container: "a"}
     decision = run(make_pod(annotations, containers=containers))
     assert decision.allowed, decision.message
