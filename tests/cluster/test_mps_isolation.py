@@ -21,7 +21,7 @@ from tests.standins import install_mps_control
 
 from .conftest import DeleteLater
 from .controller_replicas import Start
-from .controlplane import ControlPlane, eventually, free_port
+from .controlplane import Component, ControlPlane, eventually, free_port
 from .nodes import FakeGpuNodes
 from .test_controller_reconcilers import GPU, GPU_NODE, read, status
 from .test_node_agent import AGENT_IP, http, pool_of_one_node, simulation, start_agent
@@ -47,15 +47,17 @@ async def _mps(kube: AsyncClient, node: str) -> dict[str, Any]:
         "mps") or {})  # fmt: skip
 
 
-async def test_the_agent_runs_restarts_reports_and_quits_the_mps_daemon(
+async def _agent(
     control_plane: ControlPlane,
     kube: AsyncClient,
     replicas: Start,
     fake_gpu_nodes: FakeGpuNodes,
     cluster_objects: DeleteLater,
-    mps_root: Path,
     tmp_path: Path,
-) -> None:
+    **env: str,
+) -> tuple[str, int, Component, list[Component]]:
+    """(node, port, agent, logs): one GPU node of a fresh pool, its controller (heartbeat mode)
+    and an agent with one simulated GPU and `env`."""
     run, pool, node = await pool_of_one_node(control_plane, kube, fake_gpu_nodes, cluster_objects)
     native = [f"GPU-{run}-0-MP"]
     cluster_objects(GPU, native[0].lower())
@@ -68,12 +70,26 @@ async def test_the_agent_runs_restarts_reports_and_quits_the_mps_daemon(
     sim = tmp_path / "gpus.yaml"
     sim.write_text(simulation(native))
     port = free_port()
+    agent = start_agent(control_plane, tmp_path, node, pool, sim, port, TF_MPS="on",
+                        TF_HEARTBEAT_INTERVAL="1s", **env)  # fmt: skip
+    return node, port, agent, [controller.component, agent]
+
+
+async def test_the_agent_runs_restarts_reports_and_quits_the_mps_daemon(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+    mps_root: Path,
+    tmp_path: Path,
+) -> None:
     binary = install_mps_control(mps_root / "bin")
-    agent = start_agent(control_plane, tmp_path, node, pool, sim, port,
-                        TF_ISOLATION_MODE="hard", TF_MPS="on", TF_MPS_CONTROL=str(binary),
-                        TF_MPS_DIR=str(mps_root / "mps"), TF_MPS_SHM_DIR=str(mps_root / "shm"),
-                        TF_HEARTBEAT_INTERVAL="1s")  # fmt: skip
-    logs = [controller.component, agent]
+    node, port, agent, logs = await _agent(
+        control_plane, kube, replicas, fake_gpu_nodes, cluster_objects, tmp_path,
+        TF_ISOLATION_MODE="hard", TF_MPS_CONTROL=str(binary), TF_MPS_DIR=str(mps_root / "mps"),
+        TF_MPS_SHM_DIR=str(mps_root / "shm"),
+    )  # fmt: skip
 
     async def running() -> bool:
         return (await _mps(kube, node)).get("state") == "Running"
@@ -109,23 +125,11 @@ async def test_a_daemon_that_cannot_start_is_failed_and_the_agent_unready(
     mps_root: Path,
     tmp_path: Path,
 ) -> None:
-    run, pool, node = await pool_of_one_node(control_plane, kube, fake_gpu_nodes, cluster_objects)
-    native = [f"GPU-{run}-0-MF"]
-    cluster_objects(GPU, native[0].lower())
-    controller = replicas("replica-a", "-leader-elect", "-agent-readiness", "heartbeat")
-
-    async def gpu_node() -> bool:
-        return await read(kube, GPU_NODE, node) is not None
-
-    await eventually(gpu_node, what="the controller's GPUNode", components=[controller.component])
-    sim = tmp_path / "gpus.yaml"
-    sim.write_text(simulation(native))
-    port = free_port()
-    agent = start_agent(control_plane, tmp_path, node, pool, sim, port,
-                        TF_ISOLATION_MODE="soft", TF_MPS="on",
-                        TF_MPS_CONTROL=str(mps_root / "no-such-binary"),
-                        TF_MPS_DIR=str(mps_root / "mps"), TF_HEARTBEAT_INTERVAL="1s")  # fmt: skip
-    logs = [controller.component, agent]
+    node, port, agent, logs = await _agent(
+        control_plane, kube, replicas, fake_gpu_nodes, cluster_objects, tmp_path,
+        TF_ISOLATION_MODE="soft", TF_MPS_CONTROL=str(mps_root / "no-such-binary"),
+        TF_MPS_DIR=str(mps_root / "mps"),
+    )  # fmt: skip
 
     async def failed() -> bool:
         mps = await _mps(kube, node)

@@ -46,6 +46,7 @@ def test_an_invalid_log_level_is_info_with_a_warning() -> None:
     ({"TF_METRICS_INTERVAL": "10"}, 'TF_METRICS_INTERVAL: invalid value "10": must be a dura'),
     ({"TF_METRICS_INTERVAL": "500ms"}, 'TF_METRICS_INTERVAL: invalid value "500ms": must be at'),
     ({"TF_KUBELET_DEVICE_PLUGIN": "no way"}, 'TF_KUBELET_DEVICE_PLUGIN: invalid value "no w'),
+    ({"TF_MPS": "always"}, 'TF_MPS: invalid value "always": must be one of auto, on, off'),
 ])  # fmt: skip
 def test_a_bad_value_is_one_clear_error(variables: dict[str, str], message: str) -> None:
     env = {"GPU_NODE_NAME": "n", **variables} if variables else {}

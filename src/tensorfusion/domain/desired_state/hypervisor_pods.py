@@ -402,7 +402,9 @@ def render_hypervisor_pod(
         {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}
         for name, path in HOST_PATHS.items()
     ]
-    volumes.append({"name": SHM_VOLUME, "hostPath": {"path": SHM_DIR, "type": "Directory"}})
+    # DirectoryOrCreate: volumes are set up before init-shm mounts the tmpfs there; the agent
+    # container is created after it, so its bind sees the tmpfs.
+    volumes.append({"name": SHM_VOLUME, "hostPath": {"path": SHM_DIR, "type": "DirectoryOrCreate"}})
     if settings.metrics.ca_secret:
         # ca.crt only (never the key); optional: a Secret without it leaves the agent on the
         # system's CAs, which then fail to verify the peer port (logged), never a stuck pod.

@@ -84,32 +84,25 @@ def _extra_labels(env: Mapping[str, str], name: str, default: Any) -> Any:
     return Warned(labels, tuple(warnings))
 
 
-def _isolation_mode(env: Mapping[str, str], name: str, default: Any) -> Any:
-    modes = {m.value: m for m in IsolationMode}
-    text = env.get(name, "").strip().lower()
-    if not text:
-        return default
-    if text not in modes:
-        raise EnvironmentValueError(
-            f'{name}: invalid value "{env.get(name)}": must be one of {", ".join(modes)}'
-        )
-    return modes[text]
+def _choice(choices: Mapping[str, Any]) -> Reader:
+    """One of `choices` (any case) as its value."""
+
+    def read(env: Mapping[str, str], name: str, default: Any) -> Any:
+        text = env.get(name, "").strip().lower()
+        if not text:
+            return default
+        if text not in choices:
+            raise EnvironmentValueError(
+                f'{name}: invalid value "{env.get(name)}": must be one of {", ".join(choices)}'
+            )
+        return choices[text]
+
+    return read
 
 
 MPS_CHOICES: Final = ("auto", "on", "off")
 DEFAULT_MPS_DIR: Final = "/run/tensor-fusion/mps"
 DEFAULT_SHM_DIR: Final = "/run/tensor-fusion/shm"
-
-
-def _mps(env: Mapping[str, str], name: str, default: Any) -> Any:
-    text = env.get(name, "").strip().lower()
-    if not text:
-        return default
-    if text not in MPS_CHOICES:
-        raise EnvironmentValueError(
-            f'{name}: invalid value "{env.get(name)}": must be one of {", ".join(MPS_CHOICES)}'
-        )
-    return text
 
 
 HYPERVISOR_VARIABLES: Final[tuple[Variable, ...]] = (
@@ -126,7 +119,7 @@ HYPERVISOR_VARIABLES: Final[tuple[Variable, ...]] = (
     Variable("TF_ISOLATION_MODE_POLICY", "isolation_policy", "static|dynamic",
              "The pool's isolation policy.", read_isolation_policy),
     Variable("TF_ISOLATION_MODE", "isolation_mode", "|".join(m.value for m in IsolationMode),
-             "The pool's isolation mode.", _isolation_mode),
+             "The pool's isolation mode.", _choice({m.value: m for m in IsolationMode})),
     Variable("TF_PROVIDER_HARDWARE_METADATA", "hardware_metadata", "json|yaml",
              "The ProviderConfig's hardwareMetadata."),
     Variable("TF_KUBELET_DEVICE_PLUGIN", "device_plugin", "bool",
@@ -158,7 +151,7 @@ HYPERVISOR_VARIABLES: Final[tuple[Variable, ...]] = (
              "metricsExtraPodLabels for tf_worker_usage.", _extra_labels),
     Variable("TF_MPS", "mps", "|".join(MPS_CHOICES),
              "Run the MPS control daemon that enforces workers' limits (auto: with NVML when "
-             "the isolation mode needs it).", _mps),
+             "the isolation mode needs it).", _choice({c: c for c in MPS_CHOICES})),
     Variable("TF_MPS_CONTROL", "mps_control", "path",
              "The nvidia-cuda-mps-control binary (a name is looked up on PATH)."),
     Variable("TF_MPS_DIR", "mps_dir", "path",
