@@ -43,7 +43,7 @@ from tensorfusion.domain.doctor.results import CheckResult, Status
 from tensorfusion.domain.model import API_GROUP, KINDS
 from tensorfusion.runtime.leader_election import LEASE_NAME
 
-__all__ = ["HEARTBEAT_MAX_AGE_S", "live_checks", "run_live_checks"]
+__all__ = ["HEARTBEAT_MAX_AGE_S", "live_checks", "mps_findings", "run_live_checks"]
 
 HEARTBEAT_MAX_AGE_S: Final = 90.0
 """An agent heartbeat older than this is stale (api.md: `hypervisorState: Stale`)."""
@@ -57,6 +57,24 @@ then the controller's log: kubectl logs -n {ns} deploy/{release}-controller -c c
 
 
 # ---- verify: CRDs and the tensor-fusion.ai objects ----------------------------------------
+
+
+def mps_findings(nodes: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """(problems, others) of the nodes' MPS daemons (hypervisor.md, *GPU isolation*): Failed or
+    Restarting refuses the node's new workers; Starting is only noted."""
+    problems: list[str] = []
+    others: list[str] = []
+    for node in nodes:
+        mps = dig(node, "status", "hypervisorStatus", "mps") or {}
+        state = mps.get("state") if isinstance(mps, Mapping) else None
+        message = f" ({mps.get('message')})" if isinstance(mps, Mapping) and mps.get(
+            "message") else ""  # fmt: skip
+        if state in ("Failed", "Restarting"):
+            problems.append(f"GPUNode {name_of(node)}: MPS daemon {state}{message}, its new "
+                            "workers are refused")  # fmt: skip
+        elif state == "Starting":
+            others.append(f"GPUNode {name_of(node)}: MPS daemon Starting")
+    return problems, others
 
 
 async def check_crds(ctx: LiveContext) -> CheckOutcome:
@@ -151,6 +169,9 @@ async def check_gpus(ctx: LiveContext) -> CheckOutcome:
         oldest = max(oldest, age)
         if age > HEARTBEAT_MAX_AGE_S:
             problems.append(f"GPUNode {name_of(node)}: agent heartbeat {age:.0f}s old")
+    found, noted = mps_findings(nodes)
+    problems += found
+    others += noted
     counts = f"{len(nodes)} GPUNodes, {len(gpus)} GPUs"
     agents = (
         f"kubectl get pods -n {ctx.namespace} -l tensor-fusion.ai/component=hypervisor "
