@@ -1,0 +1,2 @@
+"""Workload right-sizing (`-enable-auto-scale`, docs/autoscaling.md): settings and the
+recommendation math (pure)."""
