@@ -25,10 +25,10 @@ from tensorfusion.alerting.event_sink import WarningSink
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
 from tensorfusion.alerting.state_store import StateStore, StateStoreError
 from tensorfusion.domain.alerting.alerts import DEFAULT_JOB, AlertNotice
-from tensorfusion.domain.alerting.conditions import wall_conditions
 from tensorfusion.domain.alerting.rules import AlertRule, RuleSet
 from tensorfusion.domain.alerting.state import MAX_ROWS, RuleState, resolve_records
 from tensorfusion.domain.alerting.templates import TemplateExecutionError
+from tensorfusion.domain.metrics.conditions import wall_conditions
 from tensorfusion.domain.timestamps import format_rfc3339_ms
 
 __all__ = ["AlertEvaluator", "Notifier"]

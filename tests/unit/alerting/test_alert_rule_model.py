@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tensorfusion.domain.alerting.conditions import Dialect, simulated_conditions, wall_conditions
 from tensorfusion.domain.alerting.durations import parse_rule_interval
 from tensorfusion.domain.alerting.read_query import (
     RUST_WHITESPACE,
@@ -16,6 +15,7 @@ from tensorfusion.domain.alerting.read_query import (
 )
 from tensorfusion.domain.alerting.rules import load_rules
 from tensorfusion.domain.durations import DurationError
+from tensorfusion.domain.metrics.conditions import Dialect, simulated_conditions, wall_conditions
 
 
 def _rule(**overrides: Any) -> dict[str, Any]:

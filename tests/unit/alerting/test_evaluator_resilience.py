@@ -12,8 +12,8 @@ from tensorfusion.alerting.evaluator import AlertEvaluator
 from tensorfusion.alerting.event_sink import RecordingEventSink
 from tensorfusion.alerting.self_metrics import EvaluatorMetrics
 from tensorfusion.domain.alerting.alerts import AlertNotice
-from tensorfusion.domain.alerting.conditions import Dialect
 from tensorfusion.domain.alerting.rules import RuleSet, load_rules
+from tensorfusion.domain.metrics.conditions import Dialect
 from tensorfusion.domain.metrics.rows import MetricRow
 
 

@@ -22,8 +22,8 @@ from tensorfusion.alerting.leader_service import AlertProcess, LeaderAlertServic
 from tensorfusion.alerting.replica_config import ReplicaConfig
 from tensorfusion.alerting.state_store import MemoryStateStore, StateStore, StateStoreError
 from tensorfusion.domain.alerting.alerts import AlertNotice
-from tensorfusion.domain.alerting.conditions import Dialect
 from tensorfusion.domain.alerting.dynamic_config import DynamicConfig
+from tensorfusion.domain.metrics.conditions import Dialect
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 from tensorfusion.domain.settings.controller_flags import ControllerFlags

@@ -30,9 +30,9 @@ from tensorfusion.controller.metrics_leader import LeaderMetricsService, Metrics
 from tensorfusion.controller.metrics_recorder import COUNTER_COLUMNS
 from tensorfusion.controller.tsdb_condition import StoreCondition
 from tensorfusion.controller.tsdb_store import EmbeddedWriteBuffer, TermStore
-from tensorfusion.domain.alerting.conditions import Dialect
 from tensorfusion.domain.alerting.dynamic_config import DynamicConfig
 from tensorfusion.domain.backoff import Backoff
+from tensorfusion.domain.metrics.conditions import Dialect
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 

@@ -35,8 +35,8 @@ from tensorfusion.adapters.tsdb.store import (
     StoreQueryError,
     StoreUnavailableError,
 )
-from tensorfusion.domain.alerting.conditions import Dialect
 from tensorfusion.domain.alerting.read_query import ReadQueryError, check_read_query
+from tensorfusion.domain.metrics.conditions import Dialect
 from tensorfusion.domain.metrics.line_protocol import parse_lines
 from tensorfusion.domain.metrics.retention import EMBEDDED_MAX_RETENTION_MS, parse_ttl
 from tensorfusion.domain.metrics.rows import MetricRow

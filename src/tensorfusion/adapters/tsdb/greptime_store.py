@@ -27,8 +27,8 @@ from tensorfusion.adapters.tsdb.greptime_writer import (
 )
 from tensorfusion.adapters.tsdb.mysql_reader import MySQLReader, ReaderSettings
 from tensorfusion.adapters.tsdb.store import QueryResult, StoreError, StoreHealth, StoreQueryError
-from tensorfusion.domain.alerting.conditions import Dialect
 from tensorfusion.domain.alerting.read_query import ReadQueryError, check_read_query
+from tensorfusion.domain.metrics.conditions import Dialect
 from tensorfusion.domain.metrics.retention import parse_ttl
 from tensorfusion.domain.metrics.rows import MetricRow
 from tensorfusion.domain.metrics.schema import TABLES, greptime_create_table

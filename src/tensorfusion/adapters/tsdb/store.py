@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from tensorfusion.domain.alerting.conditions import Dialect
+from tensorfusion.domain.metrics.conditions import Dialect
 from tensorfusion.domain.metrics.rows import MetricRow
 
 __all__ = [

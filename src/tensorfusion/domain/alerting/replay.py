@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tensorfusion.domain.alerting.alerts import DEFAULT_JOB
-from tensorfusion.domain.alerting.conditions import simulated_conditions
 from tensorfusion.domain.alerting.rules import AlertRule
 from tensorfusion.domain.alerting.state import MAX_ROWS, RuleState
 from tensorfusion.domain.alerting.templates import TemplateExecutionError
+from tensorfusion.domain.metrics.conditions import simulated_conditions
 from tensorfusion.domain.timestamps import format_rfc3339_ms
 
 __all__ = ["AlertEvent", "QueryRunner", "ReplayReport", "TabularResult", "replay_alerts"]

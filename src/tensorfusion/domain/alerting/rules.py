@@ -7,11 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tensorfusion.domain.alerting.conditions import (
-    Dialect,
-    simulated_conditions,
-    wall_conditions,
-)
 from tensorfusion.domain.alerting.durations import parse_rule_interval
 from tensorfusion.domain.alerting.read_query import ReadQueryError, check_read_query
 from tensorfusion.domain.alerting.templates import (
@@ -21,6 +16,11 @@ from tensorfusion.domain.alerting.templates import (
     compile_template,
 )
 from tensorfusion.domain.durations import DurationError
+from tensorfusion.domain.metrics.conditions import (
+    Dialect,
+    simulated_conditions,
+    wall_conditions,
+)
 from tensorfusion.domain.metrics.schema import AGENT_SAMPLED_TABLES, DEFAULT_AGENT_SAMPLE_INTERVAL_S
 
 __all__ = [
