@@ -15,7 +15,7 @@ from tensorfusion.domain.admission import (
     read_auto_migration,
 )
 from tensorfusion.domain.admission.auto_migration import ScopeRule, auto_migration_selects
-from tensorfusion.domain.admission.label_selector import (
+from tensorfusion.domain.label_selector import (
     SelectorError,
     parse_selector,
     selector_matches,

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tensorfusion.domain.desired_state.cron import CronError, parse_cron, window_open
+from tensorfusion.domain.cron import CronError, parse_cron, window_open
 from tensorfusion.domain.desired_state.rollout import (
     NodeRollout,
     RolloutPlan,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tensorfusion.domain.admission.label_selector import (
+from tensorfusion.domain.label_selector import (
     SelectorError,
     parse_selector,
     selector_matches,

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tensorfusion.domain.admission.hashing import stable_hash
-from tensorfusion.domain.admission.label_selector import (
+from tensorfusion.domain.annotations import COMPONENT_HYPERVISOR, KEYS
+from tensorfusion.domain.desired_state.objects import owner_reference
+from tensorfusion.domain.label_selector import (
     SelectorError,
     parse_selector,
     selector_matches,
 )
-from tensorfusion.domain.annotations import COMPONENT_HYPERVISOR, KEYS
-from tensorfusion.domain.desired_state.objects import owner_reference
 from tensorfusion.domain.object_views import Obj, labels_of, name_of, uid_of
 from tensorfusion.domain.settings.controller_environment import ControllerEnvironment
 from tensorfusion.domain.settings.environment_values import SERVICE_ACCOUNT_TOKEN_FILE

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final
 
-from tensorfusion.domain.desired_state.cron import CronError, CronSchedule, parse_cron, window_open
+from tensorfusion.domain.cron import CronError, CronSchedule, parse_cron, window_open
 
 __all__ = [
     "NodeRollout",

@@ -5,11 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from tensorfusion.domain.admission.label_selector import (
-    SelectorError,
-    parse_selector,
-    selector_matches,
-)
 from tensorfusion.domain.doctor.results import CheckResult, Status
 from tensorfusion.domain.doctor.static_checks_command import (
     command_snippet,
@@ -21,6 +16,11 @@ from tensorfusion.domain.doctor.static_checks_context import (
     ChartValues,
     describe,
     result,
+)
+from tensorfusion.domain.label_selector import (
+    SelectorError,
+    parse_selector,
+    selector_matches,
 )
 
 __all__ = [

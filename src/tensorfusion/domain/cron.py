@@ -1,7 +1,7 @@
 """Five-field cron expressions (minute hour day-of-month month day-of-week, UTC) for maintenance
-windows (deployment.md §11 step 4): `*`, numbers, ranges `a-b`, lists `a,b`, steps `*/n` and
-`a-b/n`; day-of-week 0-7 (0 and 7 are Sunday); names are not accepted. When both day fields are
-restricted, a day matches either (as cron does).
+windows (deployment.md §11 step 4) and cron scaling rules (docs/autoscaling.md): `*`, numbers,
+ranges `a-b`, lists `a,b`, steps `*/n` and `a-b/n`; day-of-week 0-7 (0 and 7 are Sunday); names
+are not accepted. When both day fields are restricted, a day matches either (as cron does).
 """
 
 from __future__ import annotations
@@ -10,11 +10,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-__all__ = ["CronError", "CronSchedule", "parse_cron", "window_open"]
+__all__ = [
+    "MAX_LOOKBACK_MINUTES",
+    "CronError",
+    "CronSchedule",
+    "last_fired",
+    "parse_cron",
+    "window_open",
+]
 
 _FIELDS: Final = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31),
                   ("month", 1, 12), ("day of week", 0, 7))  # fmt: skip
 _MAX_SCAN_MINUTES: Final = 31 * 24 * 60
+MAX_LOOKBACK_MINUTES: Final = _MAX_SCAN_MINUTES
+"""How far back `last_fired` looks (31 days)."""
 
 
 class CronError(ValueError):
@@ -105,3 +114,14 @@ def window_open(schedules: tuple[CronSchedule, ...], duration_s: float, now: dat
         if any(schedule.matches(moment) for schedule in schedules):
             return True
     return False
+
+
+def last_fired(schedule: CronSchedule, now: datetime) -> datetime | None:
+    """The latest minute at or before `now` the schedule fired at, within
+    `MAX_LOOKBACK_MINUTES`; None when it did not fire in that time."""
+    minute = now.astimezone(UTC).replace(second=0, microsecond=0)
+    for back in range(MAX_LOOKBACK_MINUTES):
+        moment = minute - timedelta(minutes=back)
+        if schedule.matches(moment):
+            return moment
+    return None
