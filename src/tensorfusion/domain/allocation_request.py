@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from tensorfusion.domain.annotation_values import (
+    InvalidValueError,
+    parse_percent_milli,
+    parse_tflops_milli,
+    parse_vram_bytes,
+)
 from tensorfusion.domain.quantities import format_bytes, format_milli
 from tensorfusion.domain.vocabulary import IsolationMode, QoSLevel, TopologyMode, TopologySource
 
@@ -37,6 +45,17 @@ class ResourceAmount:
             return percent_to_tflops_milli(self.percent_milli, capacity_tflops_milli)
         return self.tflops_milli
 
+    @classmethod
+    def from_json(cls, value: object) -> ResourceAmount:
+        """A CRD-style object (`tflops`, `compute`, `vram`); a missing or unreadable component
+        is 0."""
+        fields = value if isinstance(value, Mapping) else {}
+        return cls(
+            tflops_milli=_component(parse_tflops_milli, fields.get("tflops")),
+            percent_milli=_component(parse_percent_milli, fields.get("compute")),
+            vram_bytes=_component(parse_vram_bytes, fields.get("vram")),
+        )
+
     def to_json(self) -> dict[str, str]:
         """CRD-style object: keys `tflops`, `compute`, `vram`, zero keys omitted."""
         out: dict[str, str] = {}
@@ -47,6 +66,16 @@ class ResourceAmount:
         if self.vram_bytes:
             out["vram"] = format_bytes(self.vram_bytes)
         return out
+
+
+def _component(parse: Callable[[str], int], value: Any) -> int:
+    text = str(value) if isinstance(value, (str, int, float)) else ""
+    if not text.strip():
+        return 0
+    try:
+        return parse(text)
+    except InvalidValueError:
+        return 0
 
 
 def percent_to_tflops_milli(percent_milli: int, capacity_tflops_milli: int) -> int:

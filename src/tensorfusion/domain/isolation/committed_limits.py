@@ -11,12 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensorfusion.domain.allocation_request import ResourceAmount
-from tensorfusion.domain.annotation_values import (
-    InvalidValueError,
-    parse_percent_milli,
-    parse_tflops_milli,
-    parse_vram_bytes,
-)
 from tensorfusion.domain.vocabulary import IsolationMode
 
 __all__ = ["CommittedLimits", "committed_limits"]
@@ -30,15 +24,6 @@ class CommittedLimits:
     isolation: IsolationMode
     limit: ResourceAmount
     capacities_tflops_milli: tuple[int, ...]
-
-
-def _value(parse: Any, text: object) -> int:
-    if not isinstance(text, str) or not text.strip():
-        return 0
-    try:
-        return int(parse(text))
-    except InvalidValueError:
-        return 0
 
 
 def _entry(uid: str, gpu: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -55,8 +40,7 @@ def _entry(uid: str, gpu: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _capacity(gpu: Mapping[str, Any] | None) -> int:
     status = gpu.get("status") if gpu else None
     capacity = status.get("capacity") if isinstance(status, Mapping) else None
-    text = capacity.get("tflops") if isinstance(capacity, Mapping) else None
-    return _value(parse_tflops_milli, text)
+    return ResourceAmount.from_json(capacity).tflops_milli
 
 
 def committed_limits(
@@ -73,16 +57,10 @@ def committed_limits(
         if found is not None:
             entry = found
             break
-    limits = entry.get("limits")
-    limits = limits if isinstance(limits, Mapping) else {}
     try:
         isolation = IsolationMode(str(entry.get("isolation")))
     except ValueError:
         isolation = fallback
-    limit = ResourceAmount(
-        tflops_milli=_value(parse_tflops_milli, limits.get("tflops")),
-        percent_milli=_value(parse_percent_milli, limits.get("compute")),
-        vram_bytes=_value(parse_vram_bytes, limits.get("vram")),
-    )
+    limit = ResourceAmount.from_json(entry.get("limits"))
     capacities = tuple(_capacity(gpu_objects.get(name)) for name in gpus)
     return CommittedLimits(isolation, limit, capacities)

@@ -1,0 +1,308 @@
+"""The autoscaler (`-enable-auto-scale`, docs/autoscaling.md): a leader-only loop that right-sizes
+TensorFusionWorkloads from measured usage.
+
+Every `TICK_S` it looks at each workload whose config in force (`resolve_config`) enables
+`autoSetResources`, and for those past `initialDelayPeriod` since creation and `interval` since
+their last round: one store query per (window, percentiles) gives their usage percentiles
+(`usage_query`), `recommend` says what their per-GPU request and limit should be, and a change
+is applied in place to every worker pod of the workload: the allocator re-charges the record on
+the same GPUs (a dry run for every pod first: if one does not fit, none is resized, an Event
+`ResizeDoesNotFit` says why, nothing is evicted), then each pod's request and limit annotations
+are patched (so a new leader recovers the new values) and the GPU status follows through the
+status write-back. The workload's `status.recommendation` holds the last recommendation with its
+reason and time, and its condition `AutoScaled` the last outcome.
+
+A store that cannot answer changes nothing: the round's workloads get `AutoScaled=False` with
+reason `MetricsUnavailable`, and the next round tries again. A bad config gets reason
+`InvalidConfig` naming the field. Nothing here ends the leader: a failing workload is logged and
+retried at its next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
+from tensorfusion.adapters.tsdb.store import MetricsStore, StoreError
+from tensorfusion.controller.allocator_state import AllocatorState
+from tensorfusion.controller.fenced_writes import FencedWriter
+from tensorfusion.domain.allocation_request import ResourceAmount
+from tensorfusion.domain.allocator.resize import resize_allocation
+from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.autoscaling.config_resolution import resolve_config
+from tensorfusion.domain.autoscaling.recommendation import Recommendation, recommend
+from tensorfusion.domain.autoscaling.settings import (
+    AutoScaleConfigError,
+    AutoSetSettings,
+    parse_auto_set,
+)
+from tensorfusion.domain.autoscaling.usage_query import (
+    PercentileSet,
+    WorkloadUsage,
+    parse_usage,
+    usage_query,
+)
+from tensorfusion.domain.model.autoscaling import AutoScalingConfig
+from tensorfusion.domain.model.scheduling import VerticalScalingRule
+from tensorfusion.domain.object_views import labels_of, name_of, namespace_of, uid_of
+from tensorfusion.domain.quantities import format_bytes, format_milli
+from tensorfusion.domain.timestamps import format_rfc3339, parse_rfc3339
+from tensorfusion.runtime.informer import ObjectCache
+
+__all__ = ["SCALED", "Autoscaler", "WorkloadOutcome"]
+
+_log = logging.getLogger(__name__)
+TICK_S: Final = 10.0
+QUERY_TIMEOUT_S: Final = 20.0
+SCALED: Final = "AutoScaled"
+RESIZED: Final = "Resized"
+DOES_NOT_FIT: Final = "ResizeDoesNotFit"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadOutcome:
+    """What one round did for one workload (for tests and logs)."""
+
+    key: tuple[str, str]
+    reason: str
+    message: str
+    recommendation: Recommendation | None = None
+
+
+@dataclass(slots=True)
+class _Due:
+    workload: Mapping[str, Any]
+    settings: AutoSetSettings
+    pods: list[Mapping[str, Any]]
+
+
+def _rules(pool: Mapping[str, Any] | None, templates: ObjectCache) -> list[VerticalScalingRule]:
+    spec = (pool or {}).get("spec") or {}
+    name = spec.get("schedulingConfigTemplate")
+    template = templates.get(str(name)) if name else None
+    raw = ((template or {}).get("spec") or {}).get("verticalScalingRules") or []
+    rules = []
+    for item in raw if isinstance(raw, list) else ():
+        try:
+            rules.append(VerticalScalingRule.model_validate(item))
+        except ValidationError:
+            continue  # a malformed rule is the template's own condition (problem reporter)
+    return rules
+
+
+def _resources(workload: Mapping[str, Any]) -> tuple[ResourceAmount, ResourceAmount]:
+    resources = (workload.get("spec") or {}).get("resources") or {}
+    return (ResourceAmount.from_json(resources.get("requests")),
+            ResourceAmount.from_json(resources.get("limits")))  # fmt: skip
+
+
+def _annotations(requests: ResourceAmount, limits: ResourceAmount) -> dict[str, str | None]:
+    """The pod's request and limit annotations for the new values (absent ones removed)."""
+
+    def text(value: int, shown: Callable[[int], str]) -> str | None:
+        return shown(value) if value else None
+
+    return {
+        KEYS.tflops_request: text(requests.tflops_milli, format_milli),
+        KEYS.tflops_limit: text(limits.tflops_milli, format_milli),
+        KEYS.vram_request: text(requests.vram_bytes, format_bytes),
+        KEYS.vram_limit: text(limits.vram_bytes, format_bytes),
+    }
+
+
+def _summary(found: Recommendation) -> str:
+    parts = [r.reason for r in (found.compute, found.vram) if r is not None]
+    return "; ".join(parts) or "nothing targeted"
+
+
+@dataclass(slots=True)
+class Autoscaler:
+    """The leader's autoscaler over the replica's caches."""
+
+    workloads: ObjectCache
+    pods: ObjectCache
+    pools: ObjectCache
+    templates: ObjectCache
+    state: AllocatorState
+    store: Callable[[], Awaitable[MetricsStore]]
+    writer: FencedWriter
+    recorder: EventSink
+    clock: Callable[[], float] = time.time
+    tick_s: float = TICK_S
+    last_round: dict[tuple[str, str], float] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Pool -> `total_scale_up_cnt` / `total_scale_down_cnt` -> resizes this term."""
+
+    async def run(self) -> None:
+        """Rounds every `tick_s` until cancelled (waits for the term's store first)."""
+        store = await self.store()
+        while True:
+            try:
+                await self.round(store)
+            except Exception:  # a round never ends the loop
+                _log.exception("autoscaler round failed; retried at the next tick")
+            await asyncio.sleep(self.tick_s)
+
+    def _due(self, now: float) -> tuple[list[_Due], list[WorkloadOutcome]]:
+        due, outcomes = [], []
+        for workload in self.workloads.list():
+            key = (namespace_of(workload), name_of(workload))
+            spec = workload.get("spec") or {}
+            pods = [p for p in self.pods.list(key[0])
+                    if labels_of(p).get(KEYS.workload) == key[1]]  # fmt: skip
+            try:
+                own = AutoScalingConfig.model_validate(spec["autoScalingConfig"]) if spec.get(
+                    "autoScalingConfig") else None  # fmt: skip
+                pool = self.pools.get(str(spec.get("poolName") or ""))
+                labels = labels_of(pods[0]) if pods else {}
+                resolved = resolve_config(own, _rules(pool, self.templates), labels)
+                if resolved is None or resolved.config.auto_set_resources is None:
+                    continue
+                settings = parse_auto_set(resolved.config.auto_set_resources)
+            except (ValidationError, AutoScaleConfigError) as error:
+                outcomes.append(WorkloadOutcome(key, "InvalidConfig", str(error)[:500]))
+                continue
+            if not settings.enable:
+                continue
+            created = parse_rfc3339(str((workload.get("metadata") or {}).get(
+                "creationTimestamp") or "")) or now  # fmt: skip
+            if now - created < settings.initial_delay_period_s:
+                continue
+            if now - self.last_round.get(key, 0.0) < settings.interval_s:
+                continue
+            due.append(_Due(workload, settings, pods))
+        return due, outcomes
+
+    async def round(self, store: MetricsStore) -> list[WorkloadOutcome]:
+        """One round over every due workload; what it did to each."""
+        now = self.clock()
+        due, outcomes = self._due(now)
+        groups: dict[tuple[int, PercentileSet], list[_Due]] = {}
+        for item in due:
+            s = item.settings
+            percentiles = PercentileSet(
+                (s.lower_bound_compute_percentile, s.target_compute_percentile,
+                 s.upper_bound_compute_percentile),
+                (s.lower_bound_vram_percentile, s.target_vram_percentile,
+                 s.upper_bound_vram_percentile),
+            )  # fmt: skip
+            groups.setdefault((int(s.history_data_period_s), percentiles), []).append(item)
+        for (window, percentiles), items in groups.items():
+            try:
+                answer = await store.query(usage_query(store.dialect, window, percentiles),
+                                           QUERY_TIMEOUT_S)  # fmt: skip
+            except StoreError as error:
+                for item in items:
+                    key = (namespace_of(item.workload), name_of(item.workload))
+                    outcomes.append(WorkloadOutcome(
+                        key, "MetricsUnavailable",
+                        f"the metrics store cannot answer ({error}); nothing changed"))  # fmt: skip
+                continue
+            usage = parse_usage(answer.mappings())
+            for item in items:
+                key = (namespace_of(item.workload), name_of(item.workload))
+                self.last_round[key] = now
+                outcomes.append(await self._one(item, usage.get(key), now))
+        for outcome in outcomes:
+            await self._report(outcome, now)
+        return outcomes
+
+    def _current(
+        self, pods: Sequence[Mapping[str, Any]]
+    ) -> tuple[ResourceAmount, ResourceAmount] | None:
+        allocator = self.state.allocator
+        if allocator is None:
+            return None
+        for pod in pods:
+            record = allocator.records.get(uid_of(pod))
+            if record is not None:
+                return record.request.request, record.request.limit
+        return None
+
+    async def _one(self, item: _Due, usage: WorkloadUsage | None, now: float) -> WorkloadOutcome:
+        key = (namespace_of(item.workload), name_of(item.workload))
+        current = self._current(item.pods)
+        if current is None:
+            return WorkloadOutcome(key, "NoWorkers", "no allocated worker pod to size")
+        found = recommend(item.settings, original=_resources(item.workload), current=current,
+                          compute=usage.compute if usage else None,
+                          vram=usage.vram if usage else None)  # fmt: skip
+        if not found.change:
+            return WorkloadOutcome(key, "NoChange", _summary(found), found)
+        problem = self._resize(item.pods, found, dry_run=True)
+        if problem:
+            return WorkloadOutcome(key, DOES_NOT_FIT, f"{problem}; nothing evicted", found)
+        self._resize(item.pods, found, dry_run=False)
+        patch = {"metadata": {"annotations": _annotations(found.requests, found.limits)}}
+        for pod in item.pods:
+            if self.state.allocator is not None and uid_of(pod) in self.state.allocator.records:
+                await self.writer.patch("Pod", name_of(pod), patch, namespace=key[0])
+        pool = str((item.workload.get("spec") or {}).get("poolName") or "")
+        grew = (found.requests.tflops_milli + found.requests.vram_bytes
+                > current[0].tflops_milli + current[0].vram_bytes)  # fmt: skip
+        column = "total_scale_up_cnt" if grew else "total_scale_down_cnt"
+        tally = self.counts.setdefault(pool, {})
+        tally[column] = tally.get(column, 0) + 1
+        return WorkloadOutcome(key, RESIZED, _summary(found), found)
+
+    def _resize(
+        self, pods: Sequence[Mapping[str, Any]], found: Recommendation, *, dry_run: bool
+    ) -> str:
+        allocator = self.state.allocator
+        if allocator is None:
+            return "the allocator is not ready"
+        for pod in pods:
+            if uid_of(pod) not in allocator.records:
+                continue
+            outcome = resize_allocation(allocator, uid_of(pod), found.requests, found.limits,
+                                        dry_run=dry_run)  # fmt: skip
+            if not outcome.allowed:
+                return outcome.message or "refused"
+        return ""
+
+    async def _report(self, outcome: WorkloadOutcome, now: float) -> None:
+        namespace, name = outcome.key
+        workload = self.workloads.get(name, namespace) or {}
+        healthy = outcome.reason in (RESIZED, "NoChange")
+        condition = {"type": SCALED, "status": "True" if healthy else "False",
+                     "reason": outcome.reason, "message": outcome.message[:1024],
+                     "lastTransitionTime": format_rfc3339(now)}  # fmt: skip
+        status: dict[str, Any] = {"conditions": _with_condition(workload, condition)}
+        if outcome.recommendation is not None:
+            found = outcome.recommendation
+            status["recommendation"] = {"requests": found.requests.to_json(),
+                                        "limits": found.limits.to_json()}  # fmt: skip
+        try:
+            await self.writer.patch("TensorFusionWorkload", name, {"status": status},
+                                    namespace=namespace, status=True)  # fmt: skip
+            if outcome.reason in (RESIZED, DOES_NOT_FIT):
+                involved = InvolvedObject("TensorFusionWorkload", name, namespace,
+                                          uid_of(workload), "tensor-fusion.ai/v1")  # fmt: skip
+                if outcome.reason == RESIZED:
+                    await self.recorder.record(involved, "Normal", RESIZED, outcome.message)
+                else:
+                    await self.recorder.record(involved, "Warning", DOES_NOT_FIT, outcome.message)
+        except Exception as error:  # the next round writes again
+            _log.warning("workload %s/%s: cannot write the autoscaler's status: %s",
+                         namespace, name, error)  # fmt: skip
+
+
+def _with_condition(workload: Mapping[str, Any], condition: dict[str, Any]) -> list[Any]:
+    """The workload's conditions with `condition` in place of its type (time kept when the
+    status and reason do not change)."""
+    kept = []
+    for item in (workload.get("status") or {}).get("conditions") or []:
+        if not isinstance(item, Mapping) or item.get("type") != condition["type"]:
+            kept.append(item)
+            continue
+        if (item.get("status"), item.get("reason")) == (condition["status"], condition["reason"]):
+            condition["lastTransitionTime"] = item.get("lastTransitionTime",
+                                                       condition["lastTransitionTime"])  # fmt: skip
+    return [*kept, condition]
