@@ -31,7 +31,6 @@ def test_the_charts_default_command_parses() -> None:
         "enable-auto-expander",
     }  # fmt: skip
     assert flags.notices == (
-        "-enable-auto-scale: accepted; no effect in this version: there is no autoscaler",
         "-enable-auto-expander: accepted; no effect in this version: there is no node expander",
     )
 

@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry
 from tensorfusion.adapters.kube.client import KubeClient, KubeClientError, make_client
 from tensorfusion.adapters.kube.custom_resources import missing_crd_message, missing_crds
 from tensorfusion.adapters.kube.events import EventRecorder
+from tensorfusion.adapters.kube.object_client import LightkubeObjects
 from tensorfusion.adapters.package_data import default_scheduler_config
 from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.alerting.alertmanager_discovery import dns_resolver, hosts_file_resolver
@@ -52,7 +53,10 @@ from tensorfusion.app.controller_tls import TlsSite, peer_client, release_certif
 from tensorfusion.app.controller_webhook import WebhookWork
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
+from tensorfusion.controller.autoscaler import Autoscaler
+from tensorfusion.controller.fenced_writes import FencedWriter
 from tensorfusion.controller.metrics_leader import LeaderMetricsService
+from tensorfusion.controller.metrics_recorder import Counts
 from tensorfusion.controller.native_state import NativeState
 from tensorfusion.controller.seal_key import load_seal_key, seal_secret_name
 from tensorfusion.domain.scheduling.native import NativePlugins
@@ -199,7 +203,8 @@ async def run_controller(
     native = NativeState(NativePlugins(settings.node_resources_fit))
     process = ControllerProcess(process_settings, client, informers, state)
     registry = CollectorRegistry()
-    alerts, config, metrics = _alerting(process, registry)
+    scale_counts: dict[str, dict[str, int]] = {}
+    alerts, config, metrics = _alerting(process, registry, counts=lambda: scale_counts)
     reconcilers = ControllerReconcilers.create(
         client=client,
         fence=process.fence,
@@ -217,6 +222,14 @@ async def run_controller(
         loop_lag=loop_lag, clock=asyncio.get_running_loop().time,
     ))  # fmt: skip
     process.leader_work.extend((name, _loop(run)) for name, run in reconcilers.work())
+    if flags.enable_auto_scale:
+        autoscaler = Autoscaler(
+            workloads=informers.workloads, pods=informers.workers, pools=informers.pools,
+            templates=informers.templates, state=state, store=metrics.wait_store,
+            writer=FencedWriter(LightkubeObjects(client), process.fence),
+            recorder=EventRecorder(client, "tensor-fusion-controller"), counts=scale_counts,
+        )  # fmt: skip
+        process.leader_work.append(("autoscaler", _loop(autoscaler.run)))
     process.leader_work.extend(leader_work)
     if env.enable_scheduler:
         try:
@@ -291,7 +304,7 @@ def _loop(run: Callable[[], Awaitable[None]]) -> LeaderWork:
 
 
 def _alerting(
-    process: ControllerProcess, registry: CollectorRegistry
+    process: ControllerProcess, registry: CollectorRegistry, *, counts: Counts
 ) -> tuple[LeaderAlertService, ReplicaConfig, LeaderMetricsService]:
     """The replica's hot-reloaded config, and the leader's alert and metrics work (alerts
     first, so that the evaluator stops before the store closes)."""
@@ -303,7 +316,7 @@ def _alerting(
     )
     metrics = LeaderMetricsService(
         dynamic_config=lambda: config.config, registry=registry,
-        embedded_dir=process.env.embedded_store_dir,
+        embedded_dir=process.env.embedded_store_dir, counts=counts,
     )  # fmt: skip
     aliases = process.env.host_aliases_file
     alerts = LeaderAlertService(

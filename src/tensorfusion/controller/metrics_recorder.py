@@ -54,8 +54,10 @@ COUNTER_COLUMNS: Final = (
     "total_topo_unsatisfied_cnt",
     "total_topo_fallback_cnt",
     "total_topo_search_degraded_cnt",
+    "total_scale_up_cnt",
+    "total_scale_down_cnt",
 )
-"""The cumulative counters of tf_system_metrics that are seeded (scale counters stay 0)."""
+"""The cumulative counters of tf_system_metrics, seeded from the store."""
 _GAUGE_COLUMNS: Final = ("total_workers_cnt", "total_nodes_cnt")
 _FIELD_OF: Final = {
     "total_allocation_success_cnt": "allocation_success",
@@ -64,6 +66,8 @@ _FIELD_OF: Final = {
     "total_topo_unsatisfied_cnt": "topo_unsatisfied",
     "total_topo_fallback_cnt": "topo_fallback",
     "total_topo_search_degraded_cnt": "topo_search_degraded",
+    "total_scale_up_cnt": "scale_up",
+    "total_scale_down_cnt": "scale_down",
 }
 
 Counts = Callable[[], Mapping[str, Mapping[str, int]]]

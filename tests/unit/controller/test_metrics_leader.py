@@ -297,7 +297,7 @@ class RemoteStore:
         if "tf_system_metrics" in sql:
             if not self.seed_ready:
                 raise StoreUnavailableError("db:4002/public: connection refused")
-            return QueryResult(("pool", *COUNTER_COLUMNS), [("shared", 41, 5, 0, 0, 0, 0)])
+            return QueryResult(("pool", *COUNTER_COLUMNS), [("shared", 41, 5, 0, 0, 0, 0, 2, 3)])
         return QueryResult(("up",), [(1,)])
 
     async def write(self, rows: Sequence[MetricRow]) -> None:
@@ -334,6 +334,7 @@ async def test_counters_are_seeded_from_the_store_before_they_are_written(
     latest = system_fields(remote.rows)[-1]
     assert latest["total_allocation_success_cnt"] == 41
     assert latest["total_allocation_fail_cnt"] == 5 and latest["total_workers_cnt"] == 1
+    assert (latest["total_scale_up_cnt"], latest["total_scale_down_cnt"]) == (2, 3)
     remote.schema_problems = ["tf_gpu_usage.memory_bytes: expected BIGINT, found BIGINT UNSIGNED"]
     await eventually(
         lambda: run.conditions.last is not None and run.conditions.last.reason == "SchemaMismatch",

@@ -92,7 +92,11 @@ def test_counters_are_left_out_until_seeded_then_continue_from_the_store() -> No
     assert not recorder.seeded
     stored = QueryResult(
         ("pool", *COUNTER_COLUMNS),
-        [("shared", 41, 7, None, 0, 0, 0), ("gone", 1, 1, 1, 1, 1, 1), (None, 9, 9, 9, 9, 9, 9)],
+        [
+            ("shared", 41, 7, None, 0, 0, 0, 4, 0),
+            ("gone", 1, 1, 1, 1, 1, 1, 1, 1),
+            (None, 9, 9, 9, 9, 9, 9, 9, 9),
+        ],
     )
     recorder.seed_from(parse_seed(stored))
     snapshot = recorder.snapshot({})
@@ -101,7 +105,7 @@ def test_counters_are_left_out_until_seeded_then_continue_from_the_store() -> No
     assert system.fields["total_allocation_success_cnt"] == 41
     assert system.fields["total_allocation_fail_cnt"] == 9
     assert system.fields["total_topo_satisfied_cnt"] == 0
-    assert system.fields["total_scale_up_cnt"] == 0 and system.fields["total_workers_cnt"] == 1
+    assert system.fields["total_scale_up_cnt"] == 4 and system.fields["total_workers_cnt"] == 1
 
 
 def test_pod_readiness_extra_tags_and_the_seed_query() -> None:
@@ -114,4 +118,4 @@ def test_pod_readiness_extra_tags_and_the_seed_query() -> None:
     sql = seed_query()
     assert sql.startswith("SELECT pool, max(total_allocation_success_cnt) AS ")
     assert sql.endswith("FROM tf_system_metrics GROUP BY pool")
-    assert "total_scale_up_cnt" not in sql
+    assert "max(total_scale_up_cnt) AS total_scale_up_cnt" in sql

@@ -128,6 +128,8 @@ class PoolCounters:
     topo_unsatisfied: int = 0
     topo_fallback: int = 0
     topo_search_degraded: int = 0
+    scale_up: int = 0
+    scale_down: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +363,7 @@ def gpu_allocation_rows(workers: Sequence[WorkerFigures], ts_ms: int) -> list[Me
 
 
 def system_metrics_rows(counters: Sequence[PoolCounters], ts_ms: int) -> list[MetricRow]:
-    """tf_system_metrics, one row per known pool (scale counters are always 0)."""
+    """tf_system_metrics, one row per known pool."""
     return [
         MetricRow(
             "tf_system_metrics",
@@ -372,8 +374,8 @@ def system_metrics_rows(counters: Sequence[PoolCounters], ts_ms: int) -> list[Me
                 "total_nodes_cnt": pool.nodes,
                 "total_allocation_success_cnt": pool.allocation_success,
                 "total_allocation_fail_cnt": pool.allocation_fail,
-                "total_scale_up_cnt": 0,
-                "total_scale_down_cnt": 0,
+                "total_scale_up_cnt": pool.scale_up,
+                "total_scale_down_cnt": pool.scale_down,
                 "total_topo_satisfied_cnt": pool.topo_satisfied,
                 "total_topo_unsatisfied_cnt": pool.topo_unsatisfied,
                 "total_topo_fallback_cnt": pool.topo_fallback,

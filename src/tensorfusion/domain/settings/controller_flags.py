@@ -194,8 +194,8 @@ FLAGS: Final[tuple[FlagSpec, ...]] = (
              help="Campaign for the Lease; only the leader runs the leader-only work. Without "
                   "it this replica leads alone."),
     FlagSpec("enable-auto-scale", "enable_auto_scale", True,
-             notice=_NO_EFFECT.format(what="autoscaler"),
-             help="Accepted; no effect in this version (there is no autoscaler)."),
+             help="Run the autoscaler on the leader: right-size workloads whose "
+                  "autoScalingConfig enables it (docs/autoscaling.md)."),
     FlagSpec("enable-auto-expander", "enable_auto_expander", True,
              notice=_NO_EFFECT.format(what="node expander"),
              help="Accepted; no effect in this version (there is no node expander)."),
