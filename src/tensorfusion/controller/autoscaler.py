@@ -12,6 +12,12 @@ are patched (so a new leader recovers the new values) and the GPU status follows
 status write-back. The workload's `status.recommendation` holds the last recommendation with its
 reason and time, and its condition `AutoScaled` the last outcome.
 
+Cron scaling rules come first: while one is in force (`active_cron_rule`), the workload's
+resources are its `desiredResources` (applied the same way, the rule kept in
+`status.activeCronScalingRule`) and the recommendation waits; when it ends, the workload's own
+`spec.resources` come back and the field is cleared. Overlapping rules change nothing and are
+reported (`CronRuleRefused`).
+
 A store that cannot answer changes nothing: the round's workloads get `AutoScaled=False` with
 reason `MetricsUnavailable`, and the next round tries again. A bad config gets reason
 `InvalidConfig` naming the field. Nothing here ends the leader: a failing workload is logged and
@@ -25,6 +31,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -37,6 +44,7 @@ from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.allocator.resize import resize_allocation
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.autoscaling.config_resolution import resolve_config
+from tensorfusion.domain.autoscaling.cron_rules import active_cron_rule
 from tensorfusion.domain.autoscaling.recommendation import Recommendation, recommend
 from tensorfusion.domain.autoscaling.settings import (
     AutoScaleConfigError,
@@ -49,7 +57,7 @@ from tensorfusion.domain.autoscaling.usage_query import (
     parse_usage,
     usage_query,
 )
-from tensorfusion.domain.model.autoscaling import AutoScalingConfig
+from tensorfusion.domain.model.autoscaling import AutoScalingConfig, CronScalingRule
 from tensorfusion.domain.model.scheduling import VerticalScalingRule
 from tensorfusion.domain.object_views import labels_of, name_of, namespace_of, uid_of
 from tensorfusion.domain.quantities import format_bytes, format_milli
@@ -66,21 +74,28 @@ RESIZED: Final = "Resized"
 DOES_NOT_FIT: Final = "ResizeDoesNotFit"
 
 
+_KEEP: Final = object()
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadOutcome:
-    """What one round did for one workload (for tests and logs)."""
+    """What one round did for one workload (for tests and logs); `cron_rule` is the new
+    `status.activeCronScalingRule` (None clears it; left alone by default)."""
 
     key: tuple[str, str]
     reason: str
     message: str
     recommendation: Recommendation | None = None
+    cron_rule: Any = _KEEP
 
 
 @dataclass(slots=True)
 class _Due:
     workload: Mapping[str, Any]
-    settings: AutoSetSettings
+    settings: AutoSetSettings | None
+    """None: `autoSetResources` is off, or not due this round."""
     pods: list[Mapping[str, Any]]
+    cron: list[CronScalingRule] = field(default_factory=list)
 
 
 def _rules(pool: Mapping[str, Any] | None, templates: ObjectCache) -> list[VerticalScalingRule]:
@@ -157,27 +172,25 @@ class Autoscaler:
             spec = workload.get("spec") or {}
             pods = [p for p in self.pods.list(key[0])
                     if labels_of(p).get(KEYS.workload) == key[1]]  # fmt: skip
+            active = (workload.get("status") or {}).get("activeCronScalingRule")
             try:
                 own = AutoScalingConfig.model_validate(spec["autoScalingConfig"]) if spec.get(
                     "autoScalingConfig") else None  # fmt: skip
                 pool = self.pools.get(str(spec.get("poolName") or ""))
                 labels = labels_of(pods[0]) if pods else {}
                 resolved = resolve_config(own, _rules(pool, self.templates), labels)
-                if resolved is None or resolved.config.auto_set_resources is None:
-                    continue
-                settings = parse_auto_set(resolved.config.auto_set_resources)
+                config = resolved.config if resolved is not None else AutoScalingConfig()
+                settings = parse_auto_set(config.auto_set_resources)
             except (ValidationError, AutoScaleConfigError) as error:
                 outcomes.append(WorkloadOutcome(key, "InvalidConfig", str(error)[:500]))
                 continue
-            if not settings.enable:
-                continue
+            cron = [rule for rule in config.cron_scaling_rules if rule.enable]
             created = parse_rfc3339(str((workload.get("metadata") or {}).get(
                 "creationTimestamp") or "")) or now  # fmt: skip
-            if now - created < settings.initial_delay_period_s:
-                continue
-            if now - self.last_round.get(key, 0.0) < settings.interval_s:
-                continue
-            due.append(_Due(workload, settings, pods))
+            auto_due = (settings.enable and now - created >= settings.initial_delay_period_s
+                        and now - self.last_round.get(key, 0.0) >= settings.interval_s)  # fmt: skip
+            if auto_due or cron or active:
+                due.append(_Due(workload, settings if auto_due else None, pods, cron))
         return due, outcomes
 
     async def round(self, store: MetricsStore) -> list[WorkloadOutcome]:
@@ -186,7 +199,13 @@ class Autoscaler:
         due, outcomes = self._due(now)
         groups: dict[tuple[int, PercentileSet], list[_Due]] = {}
         for item in due:
+            cron = await self._cron(item, now)
+            if cron is not None:
+                outcomes.append(cron)
+                continue
             s = item.settings
+            if s is None:
+                continue
             percentiles = PercentileSet(
                 (s.lower_bound_compute_percentile, s.target_compute_percentile,
                  s.upper_bound_compute_percentile),
@@ -209,7 +228,7 @@ class Autoscaler:
             for item in items:
                 key = (namespace_of(item.workload), name_of(item.workload))
                 self.last_round[key] = now
-                outcomes.append(await self._one(item, usage.get(key), now))
+                outcomes.append(await self._one(item, usage.get(key)))
         for outcome in outcomes:
             await self._report(outcome, now)
         return outcomes
@@ -226,19 +245,64 @@ class Autoscaler:
                 return record.request.request, record.request.limit
         return None
 
-    async def _one(self, item: _Due, usage: WorkloadUsage | None, now: float) -> WorkloadOutcome:
+    async def _cron(self, item: _Due, now: float) -> WorkloadOutcome | None:
+        """The cron rules' outcome, or None when no rule is or was in force (then the
+        recommendation may act)."""
+        key = (namespace_of(item.workload), name_of(item.workload))
+        active = (item.workload.get("status") or {}).get("activeCronScalingRule")
+        decision = active_cron_rule(item.cron, datetime.fromtimestamp(now, UTC))
+        if decision.problem:
+            return WorkloadOutcome(key, "CronRuleRefused", decision.problem)
+        current = self._current(item.pods)
+        if decision.rule is not None and decision.rule.desired_resources is not None:
+            desired = decision.rule.desired_resources.model_dump(by_alias=True, mode="json")
+            target = (ResourceAmount.from_json(desired.get("requests")),
+                      ResourceAmount.from_json(desired.get("limits")))  # fmt: skip
+            rule = decision.rule.model_dump(by_alias=True, mode="json", exclude_none=True)
+            name = decision.rule.name or "(unnamed)"
+            if current == target:
+                return WorkloadOutcome(key, "CronScaled", f"cron rule {name} in force",
+                                       cron_rule=rule)  # fmt: skip
+            return await self._apply(item, target, f"cron rule {name} started", rule)
+        if not active:
+            return None
+        original = _resources(item.workload)
+        if current == original:
+            return WorkloadOutcome(key, "CronEnded", "cron rule ended", cron_rule=None)
+        return await self._apply(item, original, "cron rule ended: resources restored", None)
+
+    async def _one(self, item: _Due, usage: WorkloadUsage | None) -> WorkloadOutcome:
         key = (namespace_of(item.workload), name_of(item.workload))
         current = self._current(item.pods)
         if current is None:
             return WorkloadOutcome(key, "NoWorkers", "no allocated worker pod to size")
+        assert item.settings is not None
         found = recommend(item.settings, original=_resources(item.workload), current=current,
                           compute=usage.compute if usage else None,
                           vram=usage.vram if usage else None)  # fmt: skip
         if not found.change:
             return WorkloadOutcome(key, "NoChange", _summary(found), found)
+        return await self._apply(item, (found.requests, found.limits), _summary(found), _KEEP,
+                                 recommendation=found)  # fmt: skip
+
+    async def _apply(
+        self,
+        item: _Due,
+        target: tuple[ResourceAmount, ResourceAmount],
+        why: str,
+        cron_rule: Any,
+        *,
+        recommendation: Recommendation | None = None,
+    ) -> WorkloadOutcome:
+        """Resize every worker of the workload in place to `target`, or none of them."""
+        key = (namespace_of(item.workload), name_of(item.workload))
+        current = self._current(item.pods)
+        if current is None:
+            return WorkloadOutcome(key, "NoWorkers", "no allocated worker pod to size")
+        found = recommendation or Recommendation(target[0], target[1], None, None)
         problem = self._resize(item.pods, found, dry_run=True)
         if problem:
-            return WorkloadOutcome(key, DOES_NOT_FIT, f"{problem}; nothing evicted", found)
+            return WorkloadOutcome(key, DOES_NOT_FIT, f"{why}: {problem}; nothing evicted", found)
         self._resize(item.pods, found, dry_run=False)
         patch = {"metadata": {"annotations": _annotations(found.requests, found.limits)}}
         for pod in item.pods:
@@ -250,7 +314,7 @@ class Autoscaler:
         column = "total_scale_up_cnt" if grew else "total_scale_down_cnt"
         tally = self.counts.setdefault(pool, {})
         tally[column] = tally.get(column, 0) + 1
-        return WorkloadOutcome(key, RESIZED, _summary(found), found)
+        return WorkloadOutcome(key, RESIZED, why, found, cron_rule)
 
     def _resize(
         self, pods: Sequence[Mapping[str, Any]], found: Recommendation, *, dry_run: bool
@@ -270,7 +334,13 @@ class Autoscaler:
     async def _report(self, outcome: WorkloadOutcome, now: float) -> None:
         namespace, name = outcome.key
         workload = self.workloads.get(name, namespace) or {}
-        healthy = outcome.reason in (RESIZED, "NoChange")
+        known = workload.get("status") or {}
+        last = next((c for c in known.get("conditions") or [] if isinstance(c, Mapping)
+                     and c.get("type") == SCALED), {})  # fmt: skip
+        if (outcome.reason == "CronScaled" and last.get("reason") == outcome.reason
+                and known.get("activeCronScalingRule") == outcome.cron_rule):  # fmt: skip
+            return  # a rule still in force: nothing new to write
+        healthy = outcome.reason in (RESIZED, "NoChange", "CronScaled", "CronEnded")
         condition = {"type": SCALED, "status": "True" if healthy else "False",
                      "reason": outcome.reason, "message": outcome.message[:1024],
                      "lastTransitionTime": format_rfc3339(now)}  # fmt: skip
@@ -279,6 +349,8 @@ class Autoscaler:
             found = outcome.recommendation
             status["recommendation"] = {"requests": found.requests.to_json(),
                                         "limits": found.limits.to_json()}  # fmt: skip
+        if outcome.cron_rule is not _KEEP:
+            status["activeCronScalingRule"] = outcome.cron_rule
         try:
             await self.writer.patch("TensorFusionWorkload", name, {"status": status},
                                     namespace=namespace, status=True)  # fmt: skip

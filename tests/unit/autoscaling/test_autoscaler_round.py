@@ -162,3 +162,28 @@ async def test_too_little_history_changes_nothing() -> None:
     setup.database.insert_rows(_usage_rows("young", "young-0", 20.0, GIB, count=5))
     [outcome] = await setup.autoscaler.round(setup.store)
     assert outcome.reason == "NoChange" and "fewer than 30" in outcome.message
+
+
+async def test_a_cron_rule_applies_its_resources_then_they_are_restored() -> None:
+    rule = {"name": "night", "enable": True, "start": "0 22 * * *", "end": "0 6 * * *",
+            "desiredResources": {"requests": {"tflops": "50", "vram": "10Gi"},
+                                 "limits": {"tflops": "50", "vram": "10Gi"}}}  # fmt: skip
+    workload = _workload("nightly", None)
+    workload["spec"]["autoScalingConfig"] = {"cronScalingRules": [rule]}
+    setup = Setup(workload)
+    night = 1_796_421_600.0  # 2026-12-04 22:00 UTC
+    setup.autoscaler.clock = lambda: night
+    [outcome] = await setup.autoscaler.round(setup.store)
+    assert (outcome.reason, outcome.message) == ("Resized", "cron rule night started")
+    assert setup.allocator.records["nightly-0"].request.request.tflops_milli == 50_000
+    stored = setup.api.objects[("TensorFusionWorkload", "ml", "nightly")]
+    assert stored["status"]["activeCronScalingRule"]["name"] == "night"
+    workload["status"] = stored["status"]  # the informer's copy catches up
+    [again] = await setup.autoscaler.round(setup.store)
+    assert again.reason == "CronScaled"
+    setup.autoscaler.clock = lambda: night + 9 * 3600  # 07:00: the rule has ended
+    [ended] = await setup.autoscaler.round(setup.store)
+    assert (ended.reason, ended.message) == ("Resized", "cron rule ended: resources restored")
+    assert setup.allocator.records["nightly-0"].request.request.tflops_milli == 100_000
+    status = setup.api.objects[("TensorFusionWorkload", "ml", "nightly")]["status"]
+    assert "activeCronScalingRule" not in status
