@@ -1,0 +1,141 @@
+"""Issue 28: the autoscaler on the real control plane. A controller with `-enable-auto-scale` and
+its embedded store; a node agent (simulated GPUs, `TF_METRICS_INTERVAL=1s`) whose worker uses 2%
+of an H100 (about 19.8 TFLOPS) and 2 GiB while it asked 100 TFLOPS and 10 GiB; its workload
+enables `autoSetResources` with a 10 s interval. Once 30 samples are stored, the worker is
+resized in place: its request annotations, its GPU's `runningApps` entry and the GPU's
+available TFLOPS follow, the workload's `status.recommendation` and condition say so, and an
+Event `Resized` is recorded. The pod is never deleted or rebound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Event
+
+from tensorfusion.adapters.kube.custom_resources import resource_of
+from tensorfusion.devenv.replica_pods import release_ca_file
+from tensorfusion.domain.annotation_values import parse_tflops_milli
+from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.settings.controller_environment import (
+    DEFAULT_HYPERVISOR_SERVICE_ACCOUNT,
+    DEFAULT_WEBHOOK_SECRET,
+)
+
+from .conftest import DeleteLater
+from .controller_replicas import Start
+from .controlplane import ControlPlane, eventually, free_port
+from .nodes import FakeGpuNodes
+from .sealed_workers import create_sealed_worker
+from .test_controller_process_alerts import service_account_token
+from .test_controller_reconcilers import GPU, GPU_NODE, POD, read, status, worker_pod
+from .test_node_agent import H100, pool_of_one_node, start_agent
+
+pytestmark = pytest.mark.cluster
+
+WORKLOAD: Any = resource_of("TensorFusionWorkload")
+
+
+def simulation(gpu: str, worker: str) -> str:
+    return f"""
+gpus:
+  - model: {H100}
+    vram: 80Gi
+    uuid: {gpu}
+    usage: {{compute: 10, memoryUsed: 4Gi, temperature: 40}}
+    workers:
+      {worker}: {{compute: 2, memoryUsed: 2Gi}}
+"""
+
+
+async def test_an_over_requested_worker_is_resized_in_place(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+    tmp_path: Path,
+) -> None:
+    run, pool, node = await pool_of_one_node(control_plane, kube, fake_gpu_nodes, cluster_objects)
+    native = f"GPU-{run}-AS"
+    gpu = native.lower()
+    cluster_objects(GPU, gpu)
+    token_file = tmp_path / "sa-token"
+    token_file.write_text(
+        await service_account_token(kube, namespace, DEFAULT_HYPERVISOR_SERVICE_ACCOUNT)
+    )
+    controller = replicas("replica-a", "-leader-elect", "-agent-readiness", "heartbeat",
+                          "-enable-auto-scale")  # fmt: skip
+
+    async def gpu_node() -> bool:
+        return await read(kube, GPU_NODE, node) is not None
+
+    await eventually(gpu_node, what="the controller's GPUNode", components=[controller.component])
+    await kube.create(WORKLOAD.from_dict({
+        "apiVersion": "tensor-fusion.ai/v1", "kind": "TensorFusionWorkload",
+        "metadata": {"name": "infer", "namespace": namespace},
+        "spec": {"poolName": pool,
+                 "resources": {"requests": {"tflops": "100", "vram": "10Gi"},
+                               "limits": {"tflops": "100", "vram": "10Gi"}},
+                 "autoScalingConfig": {"autoSetResources": {
+                     "enable": True, "interval": "10s", "initialDelayPeriod": "0s",
+                     "historyDataPeriod": "10m"}}},
+    }))  # fmt: skip
+    sim = tmp_path / "gpus.yaml"
+    sim.write_text(simulation(native, "busy"))
+    ca = await release_ca_file(kube, namespace=namespace, secret=DEFAULT_WEBHOOK_SECRET,
+                               path=tmp_path / "peer-ca.crt")  # fmt: skip
+    agent = start_agent(control_plane, tmp_path, node, pool, sim, free_port(),
+                        TF_METRICS_INTERVAL="1s",
+                        TF_METRICS_WRITE_URL=f"https://{controller.ip}:{controller.peer_port}",
+                        TF_METRICS_WRITE_CA_FILE=str(ca),
+                        TF_METRICS_WRITE_TOKEN_FILE=str(token_file))  # fmt: skip
+    logs = [controller.component, agent]
+    try:
+
+        async def gpu_running() -> bool:
+            return status(await read(kube, GPU, gpu)).get("phase") == "Running"
+
+        await eventually(gpu_running, what="the GPU Running", components=logs)
+        busy = worker_pod("busy", namespace, pool, node, gpu)
+        assert busy.metadata is not None and busy.metadata.labels is not None
+        busy.metadata.labels[KEYS.workload] = "infer"
+        await create_sealed_worker(kube, busy)
+        uid = (await read(kube, POD, "busy", namespace) or {})["metadata"]["uid"]
+
+        async def resized() -> bool:
+            pod = await read(kube, POD, "busy", namespace) or {}
+            annotations = pod.get("metadata", {}).get("annotations") or {}
+            return annotations.get(KEYS.tflops_request) not in (None, "100")
+
+        await eventually(resized, what="the worker's request resized", timeout=150,
+                         components=logs)  # fmt: skip
+        pod = await read(kube, POD, "busy", namespace) or {}
+        annotations = pod["metadata"]["annotations"]
+        # 2% of 989.5 TFLOPS is 19.79; with the 15% margin about 22.76; 2 GiB x 1.15 is 2.3 GiB.
+        tflops = parse_tflops_milli(annotations[KEYS.tflops_request])
+        assert 20_000 < tflops < 26_000, annotations
+        assert annotations[KEYS.vram_request] != "10Gi"
+        assert pod["metadata"]["uid"] == uid and pod["spec"]["nodeName"] == node
+
+        async def gpu_follows() -> bool:
+            entries = [p for app in status(await read(kube, GPU, gpu)).get("runningApps") or []
+                       for p in app.get("pods") or []]  # fmt: skip
+            return any(p.get("uid") == uid and p.get("requests", {}).get("tflops") ==
+                       annotations[KEYS.tflops_request] for p in entries)  # fmt: skip
+
+        await eventually(gpu_follows, what="the GPU's runningApps entry resized", components=logs)
+        workload = await read(kube, WORKLOAD, "infer", namespace) or {}
+        assert workload["status"]["recommendation"]["requests"]["tflops"] == annotations[
+            KEYS.tflops_request]  # fmt: skip
+        condition = next(c for c in workload["status"]["conditions"] if c["type"] == "AutoScaled")
+        assert condition["reason"] == "Resized"
+        events = [e async for e in kube.list(Event, namespace=namespace)
+                  if e.involvedObject.name == "infer" and e.reason == "Resized"]  # fmt: skip
+        assert events
+    finally:
+        agent.stop()
+        await kube.delete(POD, "busy", namespace=namespace, grace_period=0)
