@@ -69,6 +69,22 @@ class Client:
         return {}
 
 
+class TimedStore:
+    """The store, with the time its queries took."""
+
+    def __init__(self, store: EmbeddedMetricsStore) -> None:
+        self.store = store
+        self.dialect = store.dialect
+        self.query_s = 0.0
+
+    async def query(self, sql: str, timeout_s: float) -> Any:
+        started = time.perf_counter()
+        try:
+            return await self.store.query(sql, timeout_s)
+        finally:
+            self.query_s += time.perf_counter() - started
+
+
 class Events:
     recorded = 0
 
@@ -140,9 +156,10 @@ async def measure(workloads: int, hours: float) -> dict[str, Any]:
         store=lambda: asyncio.sleep(0, store), writer=FencedWriter(client, lambda: 60.0),  # type: ignore[arg-type]
         recorder=events, clock=lambda: now_s,
     )  # fmt: skip
+    timed = TimedStore(store)
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
-    outcomes = await autoscaler.round(store)
+    outcomes = await autoscaler.round(cast(Any, timed))
     round_s = time.perf_counter() - started
     cpu_after = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
@@ -151,6 +168,7 @@ async def measure(workloads: int, hours: float) -> dict[str, Any]:
         reasons[outcome.reason] = reasons.get(outcome.reason, 0) + 1
     return {"workloads": workloads, "rows": workloads * samples, "fill_s": fill_s,
             "query_s": query_s, "answer_rows": len(answer.rows), "round_s": round_s,
+            "round_query_s": timed.query_s,
             "cpu_s": cpu_s, "reasons": reasons, "writes": client.writes,
             "events": events.recorded}  # fmt: skip
 
@@ -164,14 +182,15 @@ def main() -> None:
         os.sched_setaffinity(0, {0})
     found = asyncio.run(measure(args.workloads, args.hours))
     verdict = "meets" if found["round_s"] < TARGET_S else "MISSES"
-    rest_s = max(found["round_s"] - found["query_s"], 0.0)
+    rest_s = found["round_s"] - found["round_query_s"]
     outcomes = ", ".join(f"{k} {v:,}" for k, v in sorted(found["reasons"].items()))
     rows = [
         f"| the round, wall | {found['round_s']:.2f} s | < {TARGET_S:g} s: {verdict} |",
         f"| the round, CPU of the process | {found['cpu_s']:.2f} s | |",
-        f"| the usage query alone ({found['answer_rows']:,} rows back) | "
-        f"{found['query_s']:.2f} s | |",
-        f"| the rest (recommendations, resizes, writes), by difference | {rest_s:.2f} s | |",
+        f"| its usage query ({found['answer_rows']:,} rows back) | "
+        f"{found['round_query_s']:.2f} s (alone, before the round: {found['query_s']:.2f} s) | |",
+        f"| the rest: 5,000 recommendations, resizes and their dry runs, writes | "
+        f"{rest_s:.2f} s | |",
     ]
     body = (
         "## Autoscaler round (`bench/autoscaler.py`)\n\n"

@@ -167,11 +167,15 @@ class Autoscaler:
 
     def _due(self, now: float) -> tuple[list[_Due], list[WorkloadOutcome]]:
         due, outcomes = [], []
+        workers: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+        for pod in self.pods.list():
+            workload_label = labels_of(pod).get(KEYS.workload)
+            if workload_label:
+                workers.setdefault((namespace_of(pod), str(workload_label)), []).append(pod)
         for workload in self.workloads.list():
             key = (namespace_of(workload), name_of(workload))
             spec = workload.get("spec") or {}
-            pods = [p for p in self.pods.list(key[0])
-                    if labels_of(p).get(KEYS.workload) == key[1]]  # fmt: skip
+            pods = workers.get(key, [])
             active = (workload.get("status") or {}).get("activeCronScalingRule")
             try:
                 own = AutoScalingConfig.model_validate(spec["autoScalingConfig"]) if spec.get(

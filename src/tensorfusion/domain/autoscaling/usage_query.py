@@ -2,7 +2,7 @@
 and the lower, target and upper percentiles of its per-GPU TFLOPS and VRAM in
 `tf_worker_usage` over the history window; and its answer read back, bounded.
 
-The store computes the percentiles (DuckDB `quantile_cont`, GreptimeDB
+The store computes the percentiles (DuckDB `quantile_cont` over a list of fractions, GreptimeDB
 `approx_percentile_cont`), so a round reads one row per workload, never the samples.
 """
 
@@ -38,21 +38,31 @@ class WorkloadUsage:
     vram: UsagePercentiles
 
 
-def _function(dialect: Dialect) -> str:
-    return "approx_percentile_cont" if dialect is Dialect.GREPTIME else "quantile_cont"
-
-
 def usage_query(dialect: Dialect, window_s: int, percentiles: PercentileSet) -> str:
-    """The SQL of one round for workloads sharing `window_s` and `percentiles`."""
-    f = _function(dialect)
-    columns = [f"{f}(compute_tflops, {p!r}) AS c{i}" for i, p in enumerate(percentiles.compute)]
-    columns += [f"{f}(memory_bytes, {p!r}) AS v{i}" for i, p in enumerate(percentiles.vram)]
+    """The SQL of one round for workloads sharing `window_s` and `percentiles`: columns
+    `namespace, workload, samples, c0..c2` (TFLOPS) and `v0..v2` (bytes)."""
     where = wall_conditions(dialect, f"{window_s}s", window_s * 1000)
+    if dialect is Dialect.GREPTIME:
+        columns = [f"approx_percentile_cont(compute_tflops, {p!r}) AS c{i}"
+                   for i, p in enumerate(percentiles.compute)]  # fmt: skip
+        columns += [f"approx_percentile_cont(memory_bytes, {p!r}) AS v{i}"
+                    for i, p in enumerate(percentiles.vram)]  # fmt: skip
+        return (
+            "SELECT namespace, workload, count(*) AS samples, " + ", ".join(columns)
+            + f" FROM tf_worker_usage WHERE {where} GROUP BY namespace, workload"
+            + f" LIMIT {MAX_WORKLOAD_ROWS}"
+        )  # fmt: skip
+    # DuckDB: one quantile_cont per column over a list of fractions sorts each group once.
+    compute = ", ".join(repr(p) for p in percentiles.compute)
+    vram = ", ".join(repr(p) for p in percentiles.vram)
+    picked = ", ".join([f"c[{i + 1}] AS c{i}" for i in range(3)]
+                       + [f"v[{i + 1}] AS v{i}" for i in range(3)])  # fmt: skip
     return (
-        "SELECT namespace, workload, count(*) AS samples, " + ", ".join(columns)
-        + f" FROM tf_worker_usage WHERE {where} GROUP BY namespace, workload"
-        + f" LIMIT {MAX_WORKLOAD_ROWS}"
-    )  # fmt: skip
+        f"SELECT namespace, workload, samples, {picked} FROM (SELECT namespace, workload, "
+        f"count(*) AS samples, quantile_cont(compute_tflops, [{compute}]) AS c, "
+        f"quantile_cont(memory_bytes, [{vram}]) AS v FROM tf_worker_usage WHERE {where} "
+        f"GROUP BY namespace, workload) LIMIT {MAX_WORKLOAD_ROWS}"
+    )
 
 
 def _number(value: Any) -> float:
