@@ -99,13 +99,13 @@ def fill(store: DuckDBMetricsStore, workloads: int, samples: int, now_s: float) 
     sql = f"""
         INSERT INTO tf_worker_usage (ts, workload, worker, pod_name, namespace, pool, node, uuid,
             compute_percentage, compute_tflops, memory_bytes, memory_percentage,
-            compute_throttled_cnt, vram_freezed_cnt, vram_resumed_cnt)
+            compute_throttled_cnt, vram_freezed_cnt, vram_resumed_cnt, usage_known)
         SELECT to_timestamp({now_s}) - to_seconds(CAST((i % {samples}) * 10 AS BIGINT)),
                'w' || (i // {samples}), 'w' || (i // {samples}) || '-0',
                'w' || (i // {samples}) || '-0', 'ml', '{POOL}', 'n' || ((i // {samples}) // 8),
                'g' || (i // {samples}),
                10 + (i * 7919 % 2000) / 100.0, 10 + (i * 7919 % 2000) / 100.0,
-               CAST((2 + (i * 104729 % 400) / 100.0) * {GIB} AS BIGINT), 20.0, 0, 0, 0
+               CAST((2 + (i * 104729 % 400) / 100.0) * {GIB} AS BIGINT), 20.0, 0, 0, 0, 1
         FROM range({total}) t(i)
     """
     store._connection.execute(sql)

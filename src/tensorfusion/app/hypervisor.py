@@ -182,7 +182,8 @@ async def run_hypervisor(
     if mps is not None:
         supervisor.start("mps-daemon", mps.run)
     usage = usage_metrics(env, provider=provider, agent=agent, sync=sync, pods=pods.list,
-                          mps=lambda: mps.status if mps is not None else None)  # fmt: skip
+                          mps=lambda: mps.status if mps is not None else None,
+                          enforced=lambda: workers.enforced)  # fmt: skip
     if usage is not None:
         supervisor.start("usage-metrics", usage.run)
     device_usage = DeviceUsageLoop(node=env.node, enabled=env.detect_in_used_gpus,

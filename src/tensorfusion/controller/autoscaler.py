@@ -158,6 +158,7 @@ class Autoscaler:
     async def run(self) -> None:
         """Rounds every `tick_s` until cancelled (waits for the term's store first)."""
         store = await self.store()
+        self.counts.clear()  # this term's store seeds the counters; count from there
         while True:
             try:
                 await self.round(store)
@@ -203,7 +204,10 @@ class Autoscaler:
         due, outcomes = self._due(now)
         groups: dict[tuple[int, PercentileSet], list[_Due]] = {}
         for item in due:
-            cron = await self._cron(item, now)
+            try:
+                cron = await self._cron(item, now)
+            except Exception as error:  # one workload never stops the others
+                cron = self._failed(item, error)
             if cron is not None:
                 outcomes.append(cron)
                 continue
@@ -232,7 +236,10 @@ class Autoscaler:
             for item in items:
                 key = (namespace_of(item.workload), name_of(item.workload))
                 self.last_round[key] = now
-                outcomes.append(await self._one(item, usage.get(key)))
+                try:
+                    outcomes.append(await self._one(item, usage.get(key)))
+                except Exception as error:  # one workload never stops the others
+                    outcomes.append(self._failed(item, error))
         for outcome in outcomes:
             await self._report(outcome, now)
         return outcomes
@@ -289,6 +296,11 @@ class Autoscaler:
         return await self._apply(item, (found.requests, found.limits), _summary(found), _KEEP,
                                  recommendation=found)  # fmt: skip
 
+    def _failed(self, item: _Due, error: Exception) -> WorkloadOutcome:
+        key = (namespace_of(item.workload), name_of(item.workload))
+        _log.warning("autoscaler: workload %s/%s failed: %s", key[0], key[1], error)
+        return WorkloadOutcome(key, "Failed", f"the round failed: {error}"[:500])
+
     async def _apply(
         self,
         item: _Due,
@@ -304,35 +316,48 @@ class Autoscaler:
         if current is None:
             return WorkloadOutcome(key, "NoWorkers", "no allocated worker pod to size")
         found = recommendation or Recommendation(target[0], target[1], None, None)
-        problem = self._resize(item.pods, found, dry_run=True)
+        problem = self._resize_all(item.pods, found)
         if problem:
             return WorkloadOutcome(key, DOES_NOT_FIT, f"{why}: {problem}; nothing evicted", found)
-        self._resize(item.pods, found, dry_run=False)
         patch = {"metadata": {"annotations": _annotations(found.requests, found.limits)}}
+        unwritten = []
         for pod in item.pods:
-            if self.state.allocator is not None and uid_of(pod) in self.state.allocator.records:
+            if self.state.allocator is None or uid_of(pod) not in self.state.allocator.records:
+                continue
+            try:
                 await self.writer.patch("Pod", name_of(pod), patch, namespace=key[0])
+            except Exception as error:  # the allocator holds the new values; a new leader
+                unwritten.append(f"{name_of(pod)} ({error})")  # would recover the old ones
         pool = str((item.workload.get("spec") or {}).get("poolName") or "")
-        grew = (found.requests.tflops_milli + found.requests.vram_bytes
-                > current[0].tflops_milli + current[0].vram_bytes)  # fmt: skip
+        grew = (found.requests.tflops_milli > current[0].tflops_milli
+                or found.requests.vram_bytes > current[0].vram_bytes)  # fmt: skip
         column = "total_scale_up_cnt" if grew else "total_scale_down_cnt"
         tally = self.counts.setdefault(pool, {})
         tally[column] = tally.get(column, 0) + 1
+        if unwritten:
+            why += f"; annotations not written on {', '.join(unwritten)}"[:300]
         return WorkloadOutcome(key, RESIZED, why, found, cron_rule)
 
-    def _resize(
-        self, pods: Sequence[Mapping[str, Any]], found: Recommendation, *, dry_run: bool
-    ) -> str:
+    def _resize_all(self, pods: Sequence[Mapping[str, Any]], found: Recommendation) -> str:
+        """Resize every allocated worker, or none: each is applied in turn (so two workers on
+        one GPU or under one quota are checked together), and the ones done are put back when
+        one does not fit."""
         allocator = self.state.allocator
         if allocator is None:
             return "the allocator is not ready"
+        done: list[tuple[str, ResourceAmount, ResourceAmount]] = []
         for pod in pods:
-            if uid_of(pod) not in allocator.records:
+            uid = uid_of(pod)
+            record = allocator.records.get(uid)
+            if record is None:
                 continue
-            outcome = resize_allocation(allocator, uid_of(pod), found.requests, found.limits,
-                                        dry_run=dry_run)  # fmt: skip
-            if not outcome.allowed:
+            before = (record.request.request, record.request.limit)
+            outcome = resize_allocation(allocator, uid, found.requests, found.limits)
+            if not outcome.allowed or not outcome.applied:
+                for done_uid, request, limit in reversed(done):
+                    resize_allocation(allocator, done_uid, request, limit)
                 return outcome.message or "refused"
+            done.append((uid, *before))
         return ""
 
     async def _report(self, outcome: WorkloadOutcome, now: float) -> None:
@@ -341,9 +366,21 @@ class Autoscaler:
         known = workload.get("status") or {}
         last = next((c for c in known.get("conditions") or [] if isinstance(c, Mapping)
                      and c.get("type") == SCALED), {})  # fmt: skip
-        if (outcome.reason == "CronScaled" and last.get("reason") == outcome.reason
-                and known.get("activeCronScalingRule") == outcome.cron_rule):  # fmt: skip
-            return  # a rule still in force: nothing new to write
+        recommended = outcome.recommendation
+        same_recommendation = recommended is None or known.get("recommendation") == {
+            "requests": recommended.requests.to_json(),
+            "limits": recommended.limits.to_json(),
+        }
+        same_rule = outcome.cron_rule is _KEEP or known.get(
+            "activeCronScalingRule") == outcome.cron_rule  # fmt: skip
+        if (
+            outcome.reason not in (RESIZED, DOES_NOT_FIT)
+            and same_recommendation
+            and same_rule
+            and (last.get("reason"), last.get("message"))
+            == (outcome.reason, outcome.message[:1024])
+        ):
+            return  # nothing new to write (a rule in force, no change, the same problem)
         healthy = outcome.reason in (RESIZED, "NoChange", "CronScaled", "CronEnded")
         condition = {"type": SCALED, "status": "True" if healthy else "False",
                      "reason": outcome.reason, "message": outcome.message[:1024],

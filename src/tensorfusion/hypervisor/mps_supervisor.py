@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from tensorfusion.adapters.devices.mps_control import MpsControl
+from tensorfusion.adapters.devices.mps_modes import ModesFile
 from tensorfusion.domain.backoff import Backoff, RetryDelays
 from tensorfusion.domain.devices.inventory import ComputeMode, ComputeModeControl, ProviderError
 from tensorfusion.domain.isolation.mps_daemon import (
@@ -38,8 +39,12 @@ _log = logging.getLogger(__name__)
 _daemon_log = logging.getLogger("tensorfusion.mps-daemon")
 HEALTH_INTERVAL_S: Final = 2.0
 UNHEALTHY_AFTER_S: Final = 10.0
-QUIT_WAIT_S: Final = 5.0
-"""How long `quit` may take before SIGTERM."""
+QUIT_WAIT_S: Final = 2.0
+"""How long `quit`, and then the exit, may each take before SIGTERM (the whole shutdown stays
+within the agent Supervisor's stop timeout)."""
+MODES_FILE: Final = "compute-modes.json"
+"""The GPUs' compute modes from before the first daemon, kept in `TF_MPS_DIR` so that an agent
+that did not stop cleanly does not take EXCLUSIVE_PROCESS for the original mode."""
 BACKOFF: Final = Backoff(initial=1.0, maximum=30.0)
 
 
@@ -67,6 +72,8 @@ class MpsSupervisor:
         self._unhealthy_after = unhealthy_after_s
         self._backoff = backoff
         self._previous_modes: dict[str, ComputeMode] = {}
+        self._modes_file = ModesFile(control.pipe_dir.parent / MODES_FILE)
+        self._saved: dict[str, ComputeMode] | None = None
         self._failure = ""
         self._child: ChildProcess | None = None
         self._reported: MpsStatus | None = None
@@ -147,6 +154,9 @@ class MpsSupervisor:
         return self._set_modes(gpus)
 
     def _set_modes(self, gpus: Sequence[str]) -> str | None:
+        if self._saved is None:
+            self._saved = self._modes_file.load()
+        added = False
         for uuid in gpus:
             if uuid in self._previous_modes:
                 continue
@@ -154,10 +164,20 @@ class MpsSupervisor:
                 previous = self._modes.set_compute_mode(uuid, ComputeMode.EXCLUSIVE_PROCESS)
             except ProviderError as error:
                 return f"cannot set GPU {uuid} to EXCLUSIVE_PROCESS: {error}"
-            self._previous_modes[uuid] = previous
+            # A mode saved by an agent that did not stop cleanly is the original one.
+            self._previous_modes[uuid] = self._saved.get(uuid, previous)
+            added = True
             _log.info("GPU %s: compute mode %s -> %s", uuid, previous.value,
                       ComputeMode.EXCLUSIVE_PROCESS.value)  # fmt: skip
+        if added:
+            self._save_modes()
         return None
+
+    def _save_modes(self) -> None:
+        try:
+            self._modes_file.save(dict(self._previous_modes))
+        except OSError as error:
+            _log.warning("cannot keep the GPUs' original compute modes: %s", error)
 
     async def _healthy(self) -> bool:
         self.commands.append(GET_SERVER_LIST)
@@ -205,3 +225,4 @@ class MpsSupervisor:
                 continue
             del self._previous_modes[uuid]
             _log.info("GPU %s: compute mode restored to %s", uuid, previous.value)
+        self._save_modes()

@@ -29,6 +29,7 @@ from tensorfusion.adapters.tsdb.greptime_store import GreptimeSettings
 from tensorfusion.adapters.tsdb.greptime_writer import LineProtocolWriter, WriteEndpoint
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceProvider, ProviderError
+from tensorfusion.domain.isolation.mps_client import ClientLimits
 from tensorfusion.domain.isolation.mps_daemon import MpsStatus
 from tensorfusion.domain.isolation.share_ticks import ShareTicks
 from tensorfusion.domain.metrics.recorders import gpu_usage_rows, worker_usage_rows
@@ -215,6 +216,7 @@ def usage_metrics(
     sync: GPUObjectSync,
     pods: Pods,
     mps: Callable[[], MpsStatus | None] = lambda: None,
+    enforced: Callable[[], Mapping[tuple[str, str], ClientLimits]] = dict,
 ) -> UsageMetrics | None:
     """The agent's metrics loop from its settings; None (and one log line) without a URL."""
     if not env.metrics_write_url:
@@ -229,7 +231,8 @@ def usage_metrics(
     def figures() -> NodeGPUCapacity:
         inventory = agent.inventory
         vram = {gpu_name(d.uuid): d.vram_bytes for d in inventory.devices} if inventory else {}
-        return NodeGPUCapacity(env.node, env.pool, dict(sync.tflops_milli), vram, mps=mps())
+        return NodeGPUCapacity(env.node, env.pool, dict(sync.tflops_milli), vram, mps=mps(),
+                               enforced=dict(enforced()))  # fmt: skip
 
     log_rows = SystemLogRows(component=COMPONENT, level=env.log_level, pod=env.pod_name,
                              namespace=_namespace(env.metrics_write_token_file),

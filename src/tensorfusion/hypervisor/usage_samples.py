@@ -27,7 +27,7 @@ from tensorfusion.domain.annotation_values import (
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceSample, LimiterCounters
-from tensorfusion.domain.isolation.mps_client import client_limits
+from tensorfusion.domain.isolation.mps_client import ClientLimits, client_limits
 from tensorfusion.domain.isolation.mps_daemon import MpsStatus
 from tensorfusion.domain.isolation.share_ticks import ShareTicks
 from tensorfusion.domain.metrics.extra_tags import extra_tags
@@ -68,6 +68,9 @@ class NodeGPUCapacity:
     vram_bytes: Mapping[str, int]
     mps: MpsStatus | None = None
     """The node's MPS daemon; None where it does not run."""
+    enforced: Mapping[tuple[str, str], ClientLimits] = field(default_factory=dict)
+    """What Allocate gave each worker (namespace, pod) from its committed limits; a worker
+    allocated before the agent started is computed from its annotations instead."""
 
 
 def _value(parse: Callable[[str], int], text: object) -> int:
@@ -161,8 +164,9 @@ def _worker_sample(
     used = share.get(worker.pod, 0.0)
     enforced = None
     if node.mps is not None and node.mps.serving:
-        enforced = client_limits(worker.isolation, worker.limit,
-                                 [node.tflops_milli.get(g, 0) for g in worker.gpus])  # fmt: skip
+        enforced = node.enforced.get((worker.namespace, worker.pod)) or client_limits(
+            worker.isolation, worker.limit, [node.tflops_milli.get(g, 0) for g in worker.gpus]
+        )
     throttled = counters.compute_throttled
     if enforced is not None and worker.pod not in limiter:
         throttled = ticks.observe((worker.namespace, worker.pod, gpu), used, enforced.sm_percent)
@@ -178,6 +182,7 @@ def _worker_sample(
         vram_resumed_cnt=counters.vram_resumed,
         enforced_vram_limit_bytes=enforced.vram_bytes if enforced else 0,
         enforced_compute_percent=float(enforced.sm_percent) if enforced else 0.0,
+        usage_known=worker.pod in share,
         extra_tags=worker.extra_tags,
     )  # fmt: skip
 

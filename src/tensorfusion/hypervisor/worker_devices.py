@@ -14,8 +14,11 @@ not say which pod asks.
 On a node whose MPS control daemon runs (`mps`), the answer also carries what holds the worker
 to its limits: the MPS variables and the pipe, log and shared-memory mounts, computed from the
 limits and isolation mode the leader committed (`committed_limits`), never from the pod's
-annotations. While the daemon does not serve, Allocate is refused (`MPSNotReady`): a worker
-never starts unenforced, and the kubelet retries.
+annotations, and `CUDA_VISIBLE_DEVICES` naming its GPUs (the daemon serves every GPU of the
+node; the client's device ordinals 0..n-1 are these, in order). While the daemon does not serve,
+Allocate waits for it as for a commit (`commit_wait_s`), then refuses (`MPSNotReady`): a worker
+never starts unenforced; the kubelet fails the pod's admission and its controller creates it
+again.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from tensorfusion.adapters.kubelet.device_plugin import AllocateAnswer, Allocati
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.committed_allocation import index_rivals, uncommitted_gpus
 from tensorfusion.domain.devices.worker_allocation import (
+    VISIBLE_DEVICES,
     WorkerAllocation,
     WorkerAllocationError,
     allocate_worker,
@@ -132,12 +136,16 @@ class WorkerDevices:
     ) -> AllocateAnswer:
         """`answer` with the MPS variables and mounts of the worker's committed limits."""
         assert self.mps is not None
+        deadline = self.clock() + self.commit_wait_s
         status = self.mps.status()
+        while not status.serving and self.clock() < deadline:
+            await self.sleep(self.poll_s)
+            status = self.mps.status()
         if not status.serving:
             detail = f": {status.message}" if status.message else ""
             await self._refuse(pod, MPS_NOT_READY, f"the node's MPS control daemon is "
                                f"{status.state.value}{detail}; the worker would run without "
-                               "its limits (the kubelet retries)")  # fmt: skip
+                               "its limits")  # fmt: skip
         try:
             fallback = IsolationMode(str(annotations_of(pod).get(KEYS.isolation) or "soft"))
         except ValueError:
@@ -145,9 +153,14 @@ class WorkerDevices:
         committed = committed_limits(uid, gpus, objects, fallback)
         limits = client_limits(committed.isolation, committed.limit,
                                committed.capacities_tflops_milli)  # fmt: skip
+        live = {(namespace_of(p), name_of(p)) for p in self.pods()}
+        for gone in [k for k in self.enforced if k not in live]:
+            del self.enforced[gone]
         self.enforced[(namespace_of(pod), name_of(pod))] = limits
         mounts = client_mounts(self.mps.pipe_dir, self.mps.log_dir, self.mps.shm_dir)
-        return AllocateAnswer(envs={**answer.envs, **client_env(limits)}, mounts=mounts)
+        visible = {"CUDA_VISIBLE_DEVICES": answer.envs.get(VISIBLE_DEVICES, "")}
+        return AllocateAnswer(envs={**answer.envs, **client_env(limits), **visible},
+                              mounts=mounts)  # fmt: skip
 
     async def _wait_committed(
         self, uid: str, gpus: tuple[str, ...]

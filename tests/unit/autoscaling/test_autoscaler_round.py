@@ -65,15 +65,18 @@ def _usage_rows(workload: str, pod: str, tflops: float, vram: int, count: int = 
         sample = WorkerUsageSample(worker=pod, namespace="ml", pool=POOL, node="n", uuid="a1",
                                    workload=workload, compute_percentage=tflops / 3.12,
                                    capacity_tflops=312.0, memory_bytes=vram,
-                                   memory_limit_bytes=20 * GIB)  # fmt: skip
+                                   memory_limit_bytes=20 * GIB, usage_known=True)  # fmt: skip
         rows += worker_usage_rows([sample], int((NOW - i * 10) * 1000))
     return rows
 
 
 class Setup:
-    def __init__(self, *workloads: dict[str, Any], free_tflops: str = "312") -> None:
+    def __init__(
+        self, *workloads: dict[str, Any], free_tflops: str = "312", workers: int = 1
+    ) -> None:
         self.api = FakeApi()
-        self.pods = [_pod(f"{w['metadata']['name']}-0", w["metadata"]["name"]) for w in workloads]
+        self.pods = [_pod(f"{w['metadata']['name']}-{i}", w["metadata"]["name"])
+                     for w in workloads for i in range(workers)]  # fmt: skip
         for item in [*workloads, *self.pods]:
             self.api.put(item)
         self.allocator = allocator_with(gpu("a1", "n", capacity=(free_tflops, "80Gi")))
@@ -187,3 +190,36 @@ async def test_a_cron_rule_applies_its_resources_then_they_are_restored() -> Non
     assert setup.allocator.records["nightly-0"].request.request.tflops_milli == 100_000
     status = setup.api.objects[("TensorFusionWorkload", "ml", "nightly")]["status"]
     assert "activeCronScalingRule" not in status
+
+
+async def test_two_workers_that_fit_alone_but_not_together_are_both_left_alone() -> None:
+    auto = {**AUTO, "maxComputeResourcesRatio": "3"}
+    setup = Setup(_workload("pair", auto), free_tflops="312", workers=2)
+    rows = _usage_rows("pair", "pair-0", 140.0, 20 * GIB) + _usage_rows("pair", "pair-1", 140.0,
+                                                                          20 * GIB)  # fmt: skip
+    setup.database.insert_rows(rows)
+    [outcome] = await setup.autoscaler.round(setup.store)
+    # 161 TFLOPS each: the first fits in the 112 free plus its own 100, the second does not.
+    assert outcome.reason == "ResizeDoesNotFit", outcome.message
+    records = setup.allocator.records
+    assert [records[f"pair-{i}"].request.request.tflops_milli for i in range(2)] == [100_000] * 2
+    assert setup.allocator.gpus["a1"].available_tflops == 112_000
+
+
+async def test_a_setting_that_is_not_a_finite_number_is_reported() -> None:
+    setup = Setup(_workload("nan", {**AUTO, "marginFraction": "NaN"}))
+    [outcome] = await setup.autoscaler.round(setup.store)
+    assert outcome.reason == "InvalidConfig" and "not a finite number" in outcome.message
+
+
+async def test_an_unchanged_outcome_is_not_written_again() -> None:
+    setup = Setup(_workload("young", AUTO))
+    setup.database.insert_rows(_usage_rows("young", "young-0", 20.0, GIB, count=5))
+    await setup.autoscaler.round(setup.store)
+    writes = len([c for c in setup.api.calls if c.op == "patch"])
+    setup.autoscaler.workloads.items[0]["status"] = setup.api.objects[  # type: ignore[attr-defined]
+        ("TensorFusionWorkload", "ml", "young")
+    ]["status"]
+    setup.autoscaler.last_round.clear()
+    await setup.autoscaler.round(setup.store)
+    assert len([c for c in setup.api.calls if c.op == "patch"]) == writes

@@ -5,6 +5,7 @@ out; the GreptimeDB form; a malformed answer read as zeros."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
 from tensorfusion.domain.autoscaling.recommendation import percentile
@@ -19,7 +20,8 @@ SET = PercentileSet(compute=(0.5, 0.95, 0.99), vram=(0.5, 0.9, 0.99))
 def _samples(workload: str, tflops: list[float], vram: list[int]) -> list[WorkerUsageSample]:
     return [WorkerUsageSample(worker=f"{workload}-0", namespace="ml", pool="p", node="n",
                               uuid="gpu-a", workload=workload, compute_percentage=t,
-                              capacity_tflops=100.0, memory_bytes=v, memory_limit_bytes=GIB)
+                              capacity_tflops=100.0, memory_bytes=v, memory_limit_bytes=GIB,
+                              usage_known=True)
             for t, v in zip(tflops, vram, strict=True)]  # fmt: skip
 
 
@@ -32,6 +34,8 @@ def test_percentiles_per_workload_over_the_window() -> None:
     for i, sample in enumerate(_samples("infer", tflops, vram)):
         rows += worker_usage_rows([sample], now_ms - i * 1000)
     rows += worker_usage_rows(_samples("old", [90.0], [GIB]), now_ms - 7_200_000)  # 2 h ago
+    unknown = [replace(sample, usage_known=False) for sample in _samples("nvml", [0.0], [0])]
+    rows += worker_usage_rows(unknown, now_ms)  # zeros for want of a figure: never read
     store.insert_rows(rows)
     answer = store.query(usage_query(Dialect.DUCKDB, 3600, SET))
     usage = parse_usage(answer.mappings())

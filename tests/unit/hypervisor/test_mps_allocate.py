@@ -75,6 +75,7 @@ async def test_each_isolation_mode_gets_its_limits_from_the_committed_entry(
     setup = Setup(_entry(isolation, tflops="25", vram="10Gi"))
     answer = await _allocate(setup)
     assert answer.envs["NVIDIA_VISIBLE_DEVICES"] == "GPU-AA,GPU-BB"
+    assert answer.envs["CUDA_VISIBLE_DEVICES"] == "GPU-AA,GPU-BB"  # ordinals 0, 1 of the limit
     assert answer.envs["CUDA_MPS_PIPE_DIRECTORY"] == "/tmp/nvidia-mps"
     assert answer.envs.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") == memory
     assert answer.envs.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") == threads
@@ -103,3 +104,20 @@ async def test_a_daemon_that_does_not_serve_refuses_with_an_event(state: MpsStat
     with pytest.raises(AllocationRefusedError, match=f"MPS control daemon is {state.value}"):
         await _allocate(setup)
     assert [reason for _, reason, _ in setup.events.recorded] == [MPS_NOT_READY]
+
+
+async def test_a_daemon_that_comes_back_within_the_wait_is_waited_for() -> None:
+    setup = Setup(_entry("soft", vram="1Gi"), MpsState.RESTARTING)
+    now = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        now[0] += seconds
+        if now[0] >= 2:
+            setup.status = MpsStatus(MpsState.RUNNING)
+
+    workers = setup.workers()
+    workers.commit_wait_s, workers.clock, workers.sleep = 10.0, lambda: now[0], sleep
+    resource, value = encode_index(10)
+    answer = await workers.allocate(resource, tuple(f"d{i}" for i in range(value)))
+    assert answer.envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=1024MB,1=1024MB"
+    assert setup.events.recorded == []

@@ -134,3 +134,18 @@ async def test_a_refused_compute_mode_is_failed_until_it_works(root: Path) -> No
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_modes_saved_by_an_agent_that_was_killed_are_the_ones_restored(root: Path) -> None:
+    (root / "compute-modes.json").write_text('{"GPU-aaaa": "Prohibited"}')
+    modes = Modes()
+    modes.modes = {"GPU-aaaa": ComputeMode.EXCLUSIVE_PROCESS}  # as the killed agent left it
+    supervisor = _supervisor(_control(root), modes)
+    task = asyncio.create_task(supervisor.run())
+    await _until("Running", lambda: supervisor.status.state is MpsState.RUNNING)
+    assert "GPU-bbbb" in (root / "compute-modes.json").read_text()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert modes.modes == {"GPU-aaaa": ComputeMode.PROHIBITED, "GPU-bbbb": ComputeMode.DEFAULT}
+    assert not (root / "compute-modes.json").exists()

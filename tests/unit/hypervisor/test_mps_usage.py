@@ -3,12 +3,15 @@ daemon's state on every GPU row, and throttle ticks counted at a hard worker's S
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.inventory import DeviceSample, LimiterCounters
+from tensorfusion.domain.isolation.mps_client import ClientLimits
 from tensorfusion.domain.isolation.mps_daemon import MpsState, MpsStatus
 from tensorfusion.domain.isolation.share_ticks import ShareTicks
+from tensorfusion.domain.vocabulary import IsolationMode
 from tensorfusion.hypervisor.usage_samples import NodeGPUCapacity, usage_samples, workers_of
 
 GIB = 1 << 30
@@ -76,3 +79,11 @@ def test_ticks_of_workers_that_are_gone_are_forgotten() -> None:
     _rows(_node(MpsState.RUNNING), 25.0, ticks)
     usage_samples(_node(MpsState.RUNNING), [_sample(25.0)], [], ticks)
     assert ticks.counts == {}
+
+
+def test_what_allocate_enforced_wins_over_the_annotations() -> None:
+    committed = ClientLimits(IsolationMode.HARD, 1, vram_bytes=GIB, sm_percent=10)
+    node = replace(_node(MpsState.RUNNING), enforced={("ml", "hard"): committed})
+    _, workers = _rows(node, 0.0, ShareTicks())
+    hard = next(w for w in workers if w.worker == "hard")
+    assert (hard.enforced_vram_limit_bytes, hard.enforced_compute_percent) == (GIB, 10.0)

@@ -143,6 +143,7 @@ async def test_a_row_per_gpu_and_per_allocated_worker_idle_ones_included() -> No
                          "namespace": "team-a", "pool": "shared", "node": "node-1",
                          "uuid": HOT.lower(), "owner": "search"}  # fmt: skip
     assert busy.fields["compute_percentage"] == 30.0
+    assert busy.fields["usage_known"] == 1, "the simulated provider attributes it"
     assert busy.fields["compute_tflops"] == pytest.approx(296.85)
     assert busy.fields["memory_bytes"] == 8 * GIB
     assert busy.fields["memory_percentage"] == 50.0, "against its 16Gi vram-limit"
@@ -158,7 +159,7 @@ async def test_a_row_per_gpu_and_per_allocated_worker_idle_ones_included() -> No
                         "memory_percentage": 0.0, "compute_throttled_cnt": 0,
                         "vram_freezed_cnt": 0, "vram_resumed_cnt": 0,
                         "enforced_vram_limit_bytes": 0,
-                        "enforced_compute_percent": 0.0}  # fmt: skip
+                        "enforced_compute_percent": 0.0, "usage_known": 0}  # fmt: skip
 
 
 async def test_limiter_counters_grow_and_capacity_follows_the_last_discovery() -> None:

@@ -72,10 +72,12 @@ class MpsControl:
                 process.communicate(f"{text}\n".encode()), self.timeout_s
             )
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
             raise MpsCommandError(f"{text!r} had no answer within {self.timeout_s:g} s") from None
+        finally:
+            if process.returncode is None:  # timed out or cancelled: never leave it behind
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await asyncio.shield(process.wait())
         answer = out[:MAX_ANSWER_BYTES].decode(errors="replace")
         if process.returncode != 0:
             raise MpsCommandError(

@@ -55,11 +55,11 @@ def mps_user_warnings(pod: Mapping[str, Any]) -> list[str]:
     spec = spec if isinstance(spec, Mapping) else {}
     default = _uid(spec.get("securityContext"))
     containers = spec.get("containers")
-    users = {
-        _uid(c.get("securityContext")) or default
-        for c in (containers if isinstance(containers, list) else ())
-        if isinstance(c, Mapping)
-    }
+    users = set()
+    for container in containers if isinstance(containers, list) else ():
+        if isinstance(container, Mapping):
+            own = _uid(container.get("securityContext"))
+            users.add(default if own is None else own)
     if len(users) < 2:
         return []
     shown = ", ".join(sorted("image default" if u is None else str(u) for u in users))

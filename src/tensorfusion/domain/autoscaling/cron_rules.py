@@ -1,7 +1,7 @@
 """`cronScalingRules` (docs/autoscaling.md): a rule is active from a firing of its `start`
 expression until the next firing of its `end` (five-field cron, UTC); while it is, the
-workload's resources are its `desiredResources`, and when it ends the resources the workload
-had before come back. A start that last fired more than 31 days ago does not count. Two rules
+workload's resources are its `desiredResources`, and when it ends its own `spec.resources`
+come back. A start that last fired more than 31 days ago does not count. Two rules
 active at once are refused: none applies, and the workload gets a condition naming them.
 """
 

@@ -36,7 +36,8 @@ __all__ = [
 ]
 
 MIN_SAMPLES: Final = 30
-"""Five minutes of 10 s samples: fewer is not a basis for a change."""
+"""Rows over all the workload's workers and GPUs (five minutes of one worker's 10 s samples):
+fewer is not a basis for a change."""
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:

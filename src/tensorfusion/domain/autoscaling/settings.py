@@ -67,6 +67,8 @@ def _number(field: str, text: str | None, default: float, low: float, high: floa
         value = Decimal(text.strip().removesuffix("%"))
     except InvalidOperation:
         raise AutoScaleConfigError(f'{field}: invalid value "{text}": not a number') from None
+    if not value.is_finite():
+        raise AutoScaleConfigError(f'{field}: invalid value "{text}": not a finite number')
     if text.strip().endswith("%"):
         value /= 100
     if not (Decimal(str(low)) <= value <= Decimal(str(high))):

@@ -41,7 +41,9 @@ class WorkloadUsage:
 def usage_query(dialect: Dialect, window_s: int, percentiles: PercentileSet) -> str:
     """The SQL of one round for workloads sharing `window_s` and `percentiles`: columns
     `namespace, workload, samples, c0..c2` (TFLOPS) and `v0..v2` (bytes)."""
-    where = wall_conditions(dialect, f"{window_s}s", window_s * 1000)
+    # Only rows whose usage the provider attributed to the worker: a provider that cannot
+    # (NVML today) writes zeros, which must never read as "uses nothing".
+    where = f"usage_known = 1 AND {wall_conditions(dialect, f'{window_s}s', window_s * 1000)}"
     if dialect is Dialect.GREPTIME:
         columns = [f"approx_percentile_cont(compute_tflops, {p!r}) AS c{i}"
                    for i, p in enumerate(percentiles.compute)]  # fmt: skip

@@ -179,6 +179,9 @@ class WorkerUsageSample:
     """The device-memory limit MPS holds the worker to on this GPU; 0: none."""
     enforced_compute_percent: float = 0.0
     """The share of the GPU's SMs MPS holds the worker to; 0: none."""
+    usage_known: bool = False
+    """The provider attributed this worker's usage (its share and VRAM are measured, not 0 for
+    want of a figure): the autoscaler reads only such rows."""
     extra_tags: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -444,6 +447,7 @@ def worker_usage_rows(samples: Sequence[WorkerUsageSample], ts_ms: int) -> list[
                 "vram_resumed_cnt": int(s.vram_resumed_cnt),
                 "enforced_vram_limit_bytes": int(s.enforced_vram_limit_bytes),
                 "enforced_compute_percent": float(s.enforced_compute_percent),
+                "usage_known": int(s.usage_known),
             },
         )
         for s in samples

@@ -117,6 +117,7 @@ TABLES: Final[tuple[TableSchema, ...]] = (
             ("vram_resumed_cnt", N),
             ("enforced_vram_limit_bytes", N),
             ("enforced_compute_percent", F),
+            ("usage_known", N),
         ),
         extra_tags=True,
         skipping_index=("worker",),
