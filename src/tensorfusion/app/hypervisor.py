@@ -141,10 +141,10 @@ async def run_hypervisor(
     agent = NodeAgent(provider=provider, sync=sync, discovery_interval_s=discovery_s,
                       heartbeat_interval_s=env.heartbeat_interval_s, clock=time.time)  # fmt: skip
     if _runs_mps(env, provider):
-        mps = _mps_supervisor(env, provider, agent)
-        enforcement = MpsEnforcement(status=lambda: mps.status if mps else MpsStatus(),
-                                     pipe_dir=str(Path(env.mps_dir) / "pipe"),
-                                     log_dir=str(Path(env.mps_dir) / "log"),
+        mps = daemon = _mps_supervisor(env, provider, agent)
+        enforcement = MpsEnforcement(status=lambda: daemon.status,
+                                     pipe_dir=str(daemon.control.pipe_dir),
+                                     log_dir=str(daemon.control.log_dir),
                                      shm_dir=env.mps_shm_dir)  # fmt: skip
     else:
         enforcement = None

@@ -97,6 +97,11 @@ class _Due:
     pods: list[Mapping[str, Any]]
     cron: list[CronScalingRule] = field(default_factory=list)
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """(namespace, name) of the workload."""
+        return namespace_of(self.workload), name_of(self.workload)
+
 
 def _rules(pool: Mapping[str, Any] | None, templates: ObjectCache) -> list[VerticalScalingRule]:
     spec = (pool or {}).get("spec") or {}
@@ -173,17 +178,20 @@ class Autoscaler:
             workload_label = labels_of(pod).get(KEYS.workload)
             if workload_label:
                 workers.setdefault((namespace_of(pod), str(workload_label)), []).append(pod)
+        rules_of: dict[str, list[VerticalScalingRule]] = {}  # per pool, parsed once a round
         for workload in self.workloads.list():
             key = (namespace_of(workload), name_of(workload))
             spec = workload.get("spec") or {}
             pods = workers.get(key, [])
+            pool = str(spec.get("poolName") or "")
+            if pool not in rules_of:
+                rules_of[pool] = _rules(self.pools.get(pool), self.templates)
             active = (workload.get("status") or {}).get("activeCronScalingRule")
             try:
                 own = AutoScalingConfig.model_validate(spec["autoScalingConfig"]) if spec.get(
                     "autoScalingConfig") else None  # fmt: skip
-                pool = self.pools.get(str(spec.get("poolName") or ""))
                 labels = labels_of(pods[0]) if pods else {}
-                resolved = resolve_config(own, _rules(pool, self.templates), labels)
+                resolved = resolve_config(own, rules_of[pool], labels)
                 config = resolved.config if resolved is not None else AutoScalingConfig()
                 settings = parse_auto_set(config.auto_set_resources)
             except (ValidationError, AutoScaleConfigError) as error:
@@ -227,14 +235,13 @@ class Autoscaler:
                                            QUERY_TIMEOUT_S)  # fmt: skip
             except StoreError as error:
                 for item in items:
-                    key = (namespace_of(item.workload), name_of(item.workload))
                     outcomes.append(WorkloadOutcome(
-                        key, "MetricsUnavailable",
+                        item.key, "MetricsUnavailable",
                         f"the metrics store cannot answer ({error}); nothing changed"))  # fmt: skip
                 continue
             usage = parse_usage(answer.mappings())
             for item in items:
-                key = (namespace_of(item.workload), name_of(item.workload))
+                key = item.key
                 self.last_round[key] = now
                 try:
                     outcomes.append(await self._one(item, usage.get(key)))
@@ -259,12 +266,15 @@ class Autoscaler:
     async def _cron(self, item: _Due, now: float) -> WorkloadOutcome | None:
         """The cron rules' outcome, or None when no rule is or was in force (then the
         recommendation may act)."""
-        key = (namespace_of(item.workload), name_of(item.workload))
         active = (item.workload.get("status") or {}).get("activeCronScalingRule")
         decision = active_cron_rule(item.cron, datetime.fromtimestamp(now, UTC))
         if decision.problem:
-            return WorkloadOutcome(key, "CronRuleRefused", decision.problem)
+            return WorkloadOutcome(item.key, "CronRuleRefused", decision.problem)
+        if decision.rule is None and not active:
+            return None
         current = self._current(item.pods)
+        if current is None:
+            return WorkloadOutcome(item.key, "NoWorkers", "no allocated worker pod to size")
         if decision.rule is not None and decision.rule.desired_resources is not None:
             desired = decision.rule.desired_resources.model_dump(by_alias=True, mode="json")
             target = (ResourceAmount.from_json(desired.get("requests")),
@@ -272,50 +282,42 @@ class Autoscaler:
             rule = decision.rule.model_dump(by_alias=True, mode="json", exclude_none=True)
             name = decision.rule.name or "(unnamed)"
             if current == target:
-                return WorkloadOutcome(key, "CronScaled", f"cron rule {name} in force",
+                return WorkloadOutcome(item.key, "CronScaled", f"cron rule {name} in force",
                                        cron_rule=rule)  # fmt: skip
-            return await self._apply(item, target, f"cron rule {name} started", rule)
-        if not active:
-            return None
+            return await self._apply(item, current, Recommendation(*target, None, None),
+                                     f"cron rule {name} started", rule)  # fmt: skip
         original = _resources(item.workload)
         if current == original:
-            return WorkloadOutcome(key, "CronEnded", "cron rule ended", cron_rule=None)
-        return await self._apply(item, original, "cron rule ended: resources restored", None)
+            return WorkloadOutcome(item.key, "CronEnded", "cron rule ended", cron_rule=None)
+        return await self._apply(item, current, Recommendation(*original, None, None),
+                                 "cron rule ended: resources restored", None)  # fmt: skip
 
     async def _one(self, item: _Due, usage: WorkloadUsage | None) -> WorkloadOutcome:
-        key = (namespace_of(item.workload), name_of(item.workload))
         current = self._current(item.pods)
         if current is None:
-            return WorkloadOutcome(key, "NoWorkers", "no allocated worker pod to size")
+            return WorkloadOutcome(item.key, "NoWorkers", "no allocated worker pod to size")
         assert item.settings is not None
         found = recommend(item.settings, original=_resources(item.workload), current=current,
                           compute=usage.compute if usage else None,
                           vram=usage.vram if usage else None)  # fmt: skip
         if not found.change:
-            return WorkloadOutcome(key, "NoChange", _summary(found), found)
-        return await self._apply(item, (found.requests, found.limits), _summary(found), _KEEP,
-                                 recommendation=found)  # fmt: skip
+            return WorkloadOutcome(item.key, "NoChange", _summary(found), found)
+        return await self._apply(item, current, found, _summary(found), _KEEP)
 
     def _failed(self, item: _Due, error: Exception) -> WorkloadOutcome:
-        key = (namespace_of(item.workload), name_of(item.workload))
-        _log.warning("autoscaler: workload %s/%s failed: %s", key[0], key[1], error)
-        return WorkloadOutcome(key, "Failed", f"the round failed: {error}"[:500])
+        _log.warning("autoscaler: workload %s/%s failed: %s", *item.key, error)
+        return WorkloadOutcome(item.key, "Failed", f"the round failed: {error}"[:500])
 
     async def _apply(
         self,
         item: _Due,
-        target: tuple[ResourceAmount, ResourceAmount],
+        current: tuple[ResourceAmount, ResourceAmount],
+        found: Recommendation,
         why: str,
         cron_rule: Any,
-        *,
-        recommendation: Recommendation | None = None,
     ) -> WorkloadOutcome:
-        """Resize every worker of the workload in place to `target`, or none of them."""
-        key = (namespace_of(item.workload), name_of(item.workload))
-        current = self._current(item.pods)
-        if current is None:
-            return WorkloadOutcome(key, "NoWorkers", "no allocated worker pod to size")
-        found = recommendation or Recommendation(target[0], target[1], None, None)
+        """Resize every worker of the workload in place from `current` to `found`, or none."""
+        key = item.key
         problem = self._resize_all(item.pods, found)
         if problem:
             return WorkloadOutcome(key, DOES_NOT_FIT, f"{why}: {problem}; nothing evicted", found)

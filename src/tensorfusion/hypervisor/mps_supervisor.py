@@ -63,7 +63,8 @@ class MpsSupervisor:
         unhealthy_after_s: float = UNHEALTHY_AFTER_S,
         backoff: Backoff = BACKOFF,
     ) -> None:
-        self._control = control
+        self.control = control
+        """The daemon's binary and directories (Allocate mounts its directories)."""
         self._gpus = gpus
         self._modes = modes
         self._protocol = protocol
@@ -110,8 +111,8 @@ class MpsSupervisor:
         try:
             await self._prepared()
             self._child = ChildProcess(
-                name="MPS control daemon", argv=self._control.daemon_argv(),
-                logger=_daemon_log, env=self._control.env(), health=self._healthy,
+                name="MPS control daemon", argv=self.control.daemon_argv(),
+                logger=_daemon_log, env=self.control.env(), health=self._healthy,
                 health_interval_s=self._health_interval,
                 unhealthy_after_s=self._unhealthy_after, backoff=self._backoff,
                 level_of=lambda _line: logging.INFO, quit=self._quit, kill_after_s=QUIT_WAIT_S,
@@ -119,9 +120,11 @@ class MpsSupervisor:
             child_task = asyncio.create_task(self._child.run(), name="mps-daemon")
             while True:
                 self._report()
-                problem = await asyncio.to_thread(self._set_modes, tuple(self._gpus()))
-                if problem:
-                    _log.warning("%s", problem)
+                gpus = tuple(self._gpus())
+                if any(uuid not in self._previous_modes for uuid in gpus):  # a new GPU
+                    problem = await asyncio.to_thread(self._set_modes, gpus)
+                    if problem:
+                        _log.warning("%s", problem)
                 if child_task.done():
                     child_task.result()  # a crash of the child loop is the Supervisor's to see
                 await asyncio.sleep(self._health_interval / 2)
@@ -145,10 +148,10 @@ class MpsSupervisor:
             await asyncio.sleep(delays.next_delay() if problem else self._health_interval / 2)
 
     def _prepare(self, gpus: Sequence[str]) -> str | None:
-        if self._control.executable() is None:
-            return f"{self._control.binary} not found (TF_MPS_CONTROL, PATH)"
+        if self.control.executable() is None:
+            return f"{self.control.binary} not found (TF_MPS_CONTROL, PATH)"
         try:
-            self._control.prepare()
+            self.control.prepare()
         except OSError as error:
             return f"cannot create the MPS directories: {error}"
         return self._set_modes(gpus)
@@ -183,7 +186,7 @@ class MpsSupervisor:
         self.commands.append(GET_SERVER_LIST)
         del self.commands[:-100]
         try:
-            parse_server_list(await self._control.command(GET_SERVER_LIST))
+            parse_server_list(await self.control.command(GET_SERVER_LIST))
         except MpsCommandError as error:
             _log.warning("MPS control daemon does not answer: %s", error)
             return False
@@ -205,7 +208,7 @@ class MpsSupervisor:
 
     async def _quit(self) -> None:
         self.commands.append(QUIT)
-        await self._control.command(QUIT)
+        await self.control.command(QUIT)
 
     async def _shutdown(self, child_task: asyncio.Task[None] | None) -> None:
         """`quit` (then SIGTERM) through the child's stop, then the compute modes back."""

@@ -13,20 +13,15 @@ and limits), and on a GPU whose samples have no limiter counters a hard worker's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tensorfusion.domain.allocation_request import ResourceAmount
-from tensorfusion.domain.annotation_values import (
-    InvalidValueError,
-    parse_percent_milli,
-    parse_tflops_milli,
-    parse_vram_bytes,
-)
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.gpu_objects import gpu_name
 from tensorfusion.domain.devices.inventory import DeviceSample, LimiterCounters
+from tensorfusion.domain.isolation.committed_limits import annotated_limits
 from tensorfusion.domain.isolation.mps_client import ClientLimits, client_limits
 from tensorfusion.domain.isolation.mps_daemon import MpsStatus
 from tensorfusion.domain.isolation.share_ticks import ShareTicks
@@ -73,30 +68,6 @@ class NodeGPUCapacity:
     allocated before the agent started is computed from its annotations instead."""
 
 
-def _value(parse: Callable[[str], int], text: object) -> int:
-    if not isinstance(text, str) or not text.strip():
-        return 0
-    try:
-        return parse(text)
-    except InvalidValueError:
-        return 0
-
-
-def _limit(annotations: Mapping[str, Any]) -> ResourceAmount:
-    return ResourceAmount(
-        tflops_milli=_value(parse_tflops_milli, annotations.get(KEYS.tflops_limit)),
-        percent_milli=_value(parse_percent_milli, annotations.get(KEYS.compute_percent_limit)),
-        vram_bytes=_value(parse_vram_bytes, annotations.get(KEYS.vram_limit)),
-    )
-
-
-def _isolation(text: object) -> IsolationMode:
-    try:
-        return IsolationMode(str(text or IsolationMode.SOFT.value))
-    except ValueError:
-        return IsolationMode.SOFT
-
-
 def workers_of(
     pods: Iterable[Mapping[str, Any]],
     default_pool: str,
@@ -117,6 +88,7 @@ def workers_of(
         if not gpus:
             continue
         labels = labels_of(pod)
+        isolation, limit = annotated_limits(annotations)
         found.append(
             Worker(
                 pod=name_of(pod),
@@ -124,8 +96,8 @@ def workers_of(
                 pool=str(annotations.get(KEYS.gpupool) or default_pool),
                 workload=str(labels.get(KEYS.workload) or UNKNOWN_WORKLOAD),
                 gpus=gpus,
-                limit=_limit(annotations),
-                isolation=_isolation(annotations.get(KEYS.isolation)),
+                isolation=isolation,
+                limit=limit,
                 extra_tags=extra_tags(labels, extra_labels) if extra_labels else {},
             )
         )

@@ -32,7 +32,6 @@ from typing import Any, Final
 
 from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
 from tensorfusion.adapters.kubelet.device_plugin import AllocateAnswer, AllocationRefusedError
-from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.devices.committed_allocation import index_rivals, uncommitted_gpus
 from tensorfusion.domain.devices.worker_allocation import (
     VISIBLE_DEVICES,
@@ -40,7 +39,7 @@ from tensorfusion.domain.devices.worker_allocation import (
     WorkerAllocationError,
     allocate_worker,
 )
-from tensorfusion.domain.isolation.committed_limits import committed_limits
+from tensorfusion.domain.isolation.committed_limits import annotated_limits, committed_limits
 from tensorfusion.domain.isolation.mps_client import (
     ClientLimits,
     client_env,
@@ -49,7 +48,6 @@ from tensorfusion.domain.isolation.mps_client import (
 )
 from tensorfusion.domain.isolation.mps_daemon import MpsStatus
 from tensorfusion.domain.object_views import annotations_of, name_of, namespace_of, uid_of
-from tensorfusion.domain.vocabulary import IsolationMode
 from tensorfusion.hypervisor.object_sync import ManagedGPUs
 
 __all__ = [
@@ -122,19 +120,20 @@ class WorkerDevices:
                                "leader")  # fmt: skip
         answer = AllocateAnswer(envs=found.envs)
         if self.mps is not None:
-            answer = await self._enforced(pod, uid, found.gpus, objects, answer)
+            answer = await self._enforced(pod, pods, found.gpus, objects, answer)
         _log.info("allocated %s to pod %s/%s", ",".join(found.gpus), found.namespace, found.pod)
         return answer
 
     async def _enforced(
         self,
         pod: Mapping[str, Any],
-        uid: str,
+        pods: Sequence[Mapping[str, Any]],
         gpus: tuple[str, ...],
         objects: Mapping[str, Mapping[str, Any]],
         answer: AllocateAnswer,
     ) -> AllocateAnswer:
-        """`answer` with the MPS variables and mounts of the worker's committed limits."""
+        """`answer` with the MPS variables and mounts of the worker's committed limits (`pods`:
+        the node's pods, whose gone ones are dropped from `enforced`)."""
         assert self.mps is not None
         deadline = self.clock() + self.commit_wait_s
         status = self.mps.status()
@@ -146,14 +145,11 @@ class WorkerDevices:
             await self._refuse(pod, MPS_NOT_READY, f"the node's MPS control daemon is "
                                f"{status.state.value}{detail}; the worker would run without "
                                "its limits")  # fmt: skip
-        try:
-            fallback = IsolationMode(str(annotations_of(pod).get(KEYS.isolation) or "soft"))
-        except ValueError:
-            fallback = IsolationMode.SOFT
-        committed = committed_limits(uid, gpus, objects, fallback)
+        fallback, _ = annotated_limits(annotations_of(pod))
+        committed = committed_limits(uid_of(pod), gpus, objects, fallback)
         limits = client_limits(committed.isolation, committed.limit,
                                committed.capacities_tflops_milli)  # fmt: skip
-        live = {(namespace_of(p), name_of(p)) for p in self.pods()}
+        live = {(namespace_of(p), name_of(p)) for p in pods}
         for gone in [k for k in self.enforced if k not in live]:
             del self.enforced[gone]
         self.enforced[(namespace_of(pod), name_of(pod))] = limits

@@ -10,6 +10,7 @@ import pytest
 from tensorfusion.adapters.kubelet.device_plugin import AllocationRefusedError
 from tensorfusion.domain.annotations import KEYS, encode_index
 from tensorfusion.domain.isolation.mps_daemon import MpsState, MpsStatus
+from tensorfusion.domain.vocabulary import IsolationMode
 from tensorfusion.hypervisor.worker_devices import MPS_NOT_READY, MpsEnforcement, WorkerDevices
 
 from ...security.test_devplug_allocate import Events
@@ -92,10 +93,13 @@ async def test_compute_percent_limit_sets_the_share() -> None:
 
 
 async def test_an_entry_without_isolation_falls_back_to_the_pod_annotation() -> None:
-    setup = Setup(_entry(None, tflops="50", vram="1Gi"))
-    answer = await _allocate(setup)
+    setup = Setup(_entry(None, tflops="50", vram="1Gi"))  # the pod's annotation says hard
+    workers = setup.workers()
+    resource, value = encode_index(10)
+    answer = await workers.allocate(resource, tuple(f"d{i}" for i in range(value)))
     assert answer.envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
-    assert setup.workers().enforced == {}  # a fresh WorkerDevices has enforced nothing
+    [(key, limits)] = workers.enforced.items()  # what the metrics report as enforced
+    assert key == ("ml", "w") and (limits.isolation, limits.sm_percent) == (IsolationMode.HARD, 50)
 
 
 @pytest.mark.parametrize("state", [MpsState.STARTING, MpsState.RESTARTING, MpsState.FAILED])

@@ -8,28 +8,31 @@ index make the answer ambiguous: `index_rivals` counts them and the agent refuse
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tensorfusion.domain.annotations import KEYS, IndexResourceError, decode_index
 from tensorfusion.domain.annotations import pod_index_from_containers as pod_index_of
 from tensorfusion.domain.object_views import deletion_timestamp_of, name_of, namespace_of
 
-__all__ = ["index_rivals", "running_pod_uids", "uncommitted_gpus"]
+__all__ = ["index_rivals", "running_pod_entries", "running_pod_uids", "uncommitted_gpus"]
+
+
+def running_pod_entries(gpu: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The entries of a GPU object's `status.runningApps[].pods[]` (malformed parts skipped)."""
+    status = gpu.get("status")
+    apps = status.get("runningApps") if isinstance(status, Mapping) else None
+    for app in apps if isinstance(apps, list) else ():
+        pods = app.get("pods") if isinstance(app, Mapping) else None
+        for pod in pods if isinstance(pods, list) else ():
+            if isinstance(pod, Mapping):
+                yield pod
 
 
 def running_pod_uids(gpu: Mapping[str, Any]) -> frozenset[str]:
     """The pod uids a GPU object's `status.runningApps[].pods[]` lists."""
-    status = gpu.get("status")
-    apps = status.get("runningApps") if isinstance(status, Mapping) else None
-    uids: set[str] = set()
-    for app in apps if isinstance(apps, list) else ():
-        pods = app.get("pods") if isinstance(app, Mapping) else None
-        for pod in pods if isinstance(pods, list) else ():
-            uid = pod.get("uid") if isinstance(pod, Mapping) else None
-            if isinstance(uid, str) and uid:
-                uids.add(uid)
-    return frozenset(uids)
+    uids = (entry.get("uid") for entry in running_pod_entries(gpu))
+    return frozenset(uid for uid in uids if isinstance(uid, str) and uid)
 
 
 def uncommitted_gpus(
