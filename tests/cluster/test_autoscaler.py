@@ -4,26 +4,35 @@ of an H100 (about 19.8 TFLOPS) and 2 GiB while it asked 100 TFLOPS and 10 GiB; i
 enables `autoSetResources` with a 10 s interval. Once 30 samples are stored, the worker is
 resized in place: its request annotations, its GPU's `runningApps` entry and the GPU's
 available TFLOPS follow, the workload's `status.recommendation` and condition say so, and an
-Event `Resized` is recorded. The pod is never deleted or rebound."""
+Event `Resized` is recorded. The pod is never deleted or rebound. An external scaler on
+loopback, called with the key of a Secret of the release namespace, resizes another."""
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from lightkube import AsyncClient
-from lightkube.resources.core_v1 import Event
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Event, Secret
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.devenv.replica_pods import release_ca_file
 from tensorfusion.domain.annotation_values import parse_tflops_milli
 from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.autoscaling.external_scaler import KEY_URL_ANNOTATION
 from tensorfusion.domain.settings.controller_environment import (
     DEFAULT_HYPERVISOR_SERVICE_ACCOUNT,
     DEFAULT_WEBHOOK_SECRET,
 )
 
+from ..peer_tls import release_bundle, serving
+from ..standins.external_scaler import ScalerServer
 from .conftest import DeleteLater
 from .controller_replicas import Start
 from .controlplane import ControlPlane, eventually, free_port
@@ -38,19 +47,29 @@ pytestmark = pytest.mark.cluster
 WORKLOAD: Any = resource_of("TensorFusionWorkload")
 
 
-def simulation(gpu: str, worker: str) -> str:
+def simulation(gpu: str, workers: list[str]) -> str:
+    used = "".join(f"\n      {w}: {{compute: 2, memoryUsed: 2Gi}}" for w in workers)
     return f"""
 gpus:
   - model: {H100}
     vram: 80Gi
     uuid: {gpu}
     usage: {{compute: 10, memoryUsed: 4Gi, temperature: 40}}
-    workers:
-      {worker}: {{compute: 2, memoryUsed: 2Gi}}
+    workers:{used}
 """
 
 
-async def test_an_over_requested_worker_is_resized_in_place(
+@dataclass
+class Pool:
+    namespace: str
+    gpu: str
+    node: str
+    pool: str
+    logs: list[Any]
+
+
+@asynccontextmanager
+async def autoscaling_pool(
     control_plane: ControlPlane,
     kube: AsyncClient,
     namespace: str,
@@ -58,7 +77,10 @@ async def test_an_over_requested_worker_is_resized_in_place(
     fake_gpu_nodes: FakeGpuNodes,
     cluster_objects: DeleteLater,
     tmp_path: Path,
-) -> None:
+    workers: dict[str, str],
+) -> AsyncIterator[Pool]:
+    """A controller with `-enable-auto-scale` and a node agent whose one H100 runs `workers`
+    (name -> workload; each uses 2% of the GPU and 2 GiB), every second in the store."""
     run, pool, node = await pool_of_one_node(control_plane, kube, fake_gpu_nodes, cluster_objects)
     native = f"GPU-{run}-AS"
     gpu = native.lower()
@@ -74,18 +96,8 @@ async def test_an_over_requested_worker_is_resized_in_place(
         return await read(kube, GPU_NODE, node) is not None
 
     await eventually(gpu_node, what="the controller's GPUNode", components=[controller.component])
-    await kube.create(WORKLOAD.from_dict({
-        "apiVersion": "tensor-fusion.ai/v1", "kind": "TensorFusionWorkload",
-        "metadata": {"name": "infer", "namespace": namespace},
-        "spec": {"poolName": pool,
-                 "resources": {"requests": {"tflops": "100", "vram": "10Gi"},
-                               "limits": {"tflops": "100", "vram": "10Gi"}},
-                 "autoScalingConfig": {"autoSetResources": {
-                     "enable": True, "interval": "10s", "initialDelayPeriod": "0s",
-                     "historyDataPeriod": "10m"}}},
-    }))  # fmt: skip
     sim = tmp_path / "gpus.yaml"
-    sim.write_text(simulation(native, "busy"))
+    sim.write_text(simulation(native, list(workers)))
     ca = await release_ca_file(kube, namespace=namespace, secret=DEFAULT_WEBHOOK_SECRET,
                                path=tmp_path / "peer-ca.crt")  # fmt: skip
     agent = start_agent(control_plane, tmp_path, node, pool, sim, free_port(),
@@ -100,34 +112,71 @@ async def test_an_over_requested_worker_is_resized_in_place(
             return status(await read(kube, GPU, gpu)).get("phase") == "Running"
 
         await eventually(gpu_running, what="the GPU Running", components=logs)
-        busy = worker_pod("busy", namespace, pool, node, gpu)
-        assert busy.metadata is not None and busy.metadata.labels is not None
-        busy.metadata.labels[KEYS.workload] = "infer"
-        await create_sealed_worker(kube, busy)
+        for name, workload in workers.items():
+            pod = worker_pod(name, namespace, pool, node, gpu)
+            assert pod.metadata is not None and pod.metadata.labels is not None
+            pod.metadata.labels[KEYS.workload] = workload
+            await create_sealed_worker(kube, pod)
+        yield Pool(namespace, gpu, node, pool, logs)
+    finally:
+        agent.stop()
+        for name in workers:
+            await kube.delete(POD, name, namespace=namespace, grace_period=0)
+
+
+def _workload(name: str, namespace: str, pool: str, scaling: dict[str, Any]) -> Any:
+    return WORKLOAD.from_dict({
+        "apiVersion": "tensor-fusion.ai/v1", "kind": "TensorFusionWorkload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"poolName": pool,
+                 "resources": {"requests": {"tflops": "100", "vram": "10Gi"},
+                               "limits": {"tflops": "100", "vram": "10Gi"}},
+                 "autoScalingConfig": scaling},
+    })  # fmt: skip
+
+
+async def _resized(kube: AsyncClient, pool: Pool, name: str) -> dict[str, Any]:
+    async def resized() -> bool:
+        pod = await read(kube, POD, name, pool.namespace) or {}
+        annotations = pod.get("metadata", {}).get("annotations") or {}
+        return annotations.get(KEYS.tflops_request) not in (None, "100")
+
+    await eventually(resized, what=f"{name}'s request resized", timeout=150,
+                     components=pool.logs)  # fmt: skip
+    return await read(kube, POD, name, pool.namespace) or {}
+
+
+async def test_an_over_requested_worker_is_resized_in_place(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+    tmp_path: Path,
+) -> None:
+    async with autoscaling_pool(control_plane, kube, namespace, replicas, fake_gpu_nodes,
+                                cluster_objects, tmp_path, {"busy": "infer"}) as pool:  # fmt: skip
+        await kube.create(_workload("infer", namespace, pool.pool, {"autoSetResources": {
+            "enable": True, "interval": "10s", "initialDelayPeriod": "0s",
+            "historyDataPeriod": "10m"}}))  # fmt: skip
         uid = (await read(kube, POD, "busy", namespace) or {})["metadata"]["uid"]
-
-        async def resized() -> bool:
-            pod = await read(kube, POD, "busy", namespace) or {}
-            annotations = pod.get("metadata", {}).get("annotations") or {}
-            return annotations.get(KEYS.tflops_request) not in (None, "100")
-
-        await eventually(resized, what="the worker's request resized", timeout=150,
-                         components=logs)  # fmt: skip
-        pod = await read(kube, POD, "busy", namespace) or {}
+        pod = await _resized(kube, pool, "busy")
         annotations = pod["metadata"]["annotations"]
         # 2% of 989.5 TFLOPS is 19.79; with the 15% margin about 22.76; 2 GiB x 1.15 is 2.3 GiB.
         tflops = parse_tflops_milli(annotations[KEYS.tflops_request])
         assert 20_000 < tflops < 26_000, annotations
         assert annotations[KEYS.vram_request] != "10Gi"
-        assert pod["metadata"]["uid"] == uid and pod["spec"]["nodeName"] == node
+        assert pod["metadata"]["uid"] == uid and pod["spec"]["nodeName"] == pool.node
 
         async def gpu_follows() -> bool:
-            entries = [p for app in status(await read(kube, GPU, gpu)).get("runningApps") or []
-                       for p in app.get("pods") or []]  # fmt: skip
+            entries = [p for app in status(await read(kube, GPU, pool.gpu)).get("runningApps")
+                       or [] for p in app.get("pods") or []]  # fmt: skip
             return any(p.get("uid") == uid and p.get("requests", {}).get("tflops") ==
                        annotations[KEYS.tflops_request] for p in entries)  # fmt: skip
 
-        await eventually(gpu_follows, what="the GPU's runningApps entry resized", components=logs)
+        await eventually(gpu_follows, what="the GPU's runningApps entry resized",
+                         components=pool.logs)  # fmt: skip
         workload = await read(kube, WORKLOAD, "infer", namespace) or {}
         assert workload["status"]["recommendation"]["requests"]["tflops"] == annotations[
             KEYS.tflops_request]  # fmt: skip
@@ -136,6 +185,61 @@ async def test_an_over_requested_worker_is_resized_in_place(
         events = [e async for e in kube.list(Event, namespace=namespace)
                   if e.involvedObject.name == "infer" and e.reason == "Resized"]  # fmt: skip
         assert events
+
+
+async def test_an_external_scaler_resizes_with_the_key_of_its_secret(
+    control_plane: ControlPlane,
+    kube: AsyncClient,
+    namespace: str,
+    replicas: Start,
+    fake_gpu_nodes: FakeGpuNodes,
+    cluster_objects: DeleteLater,
+    tmp_path: Path,
+) -> None:
+    """The controller reads the API key from a Secret of its namespace that allows the
+    scaler's URL, posts the workload and its usage over HTTPS to a small local scaler, and
+    applies its answer in place."""
+    bundle = release_bundle("127.0.0.1")
+    server = ScalerServer(serving(bundle), answer={
+        "recommendation": {"requests": {"tflops": "40", "vram": "4Gi"},
+                           "limits": {"tflops": "50", "vram": "4Gi"}},
+        "reason": "the scaler says so"})  # fmt: skip
+    url = await server.start()
+    key = secrets.token_urlsafe(24)
+    await kube.create(Secret(
+        metadata=ObjectMeta(name="scaler-key", namespace=namespace,
+                            annotations={KEY_URL_ANNOTATION: url}),
+        stringData={"api-key": key, "ca.crt": (bundle.ca_pem or b"").decode()},
+    ))  # fmt: skip
+    try:
+        async with autoscaling_pool(
+            control_plane,
+            kube,
+            namespace,
+            replicas,
+            fake_gpu_nodes,
+            cluster_objects,
+            tmp_path,
+            {"ext": "scaled"},
+        ) as pool:
+            await kube.create(_workload("scaled", namespace, pool.pool, {"externalScaler": {
+                "enable": True, "url": url, "interval": "10s", "initialDelayPeriod": "0s",
+                "apiKeySecretRef": {"name": "scaler-key", "namespace": namespace}}}))  # fmt: skip
+            pod = await _resized(kube, pool, "ext")
+            annotations = pod["metadata"]["annotations"]
+            assert (annotations[KEYS.tflops_request], annotations[KEYS.tflops_limit]) == (
+                "40", "50")  # fmt: skip
+            authorization, body = server.seen[0]
+            assert authorization == f"Bearer {key}"
+            assert body["workload"] == {"namespace": namespace, "name": "scaled",
+                                        "pool": pool.pool}  # fmt: skip
+            assert body["current"]["requests"] == {"tflops": "100", "vram": "10Gi"}
+            workload = await read(kube, WORKLOAD, "scaled", namespace) or {}
+            condition = next(c for c in workload["status"]["conditions"]
+                             if c["type"] == "AutoScaled")  # fmt: skip
+            assert (condition["reason"], condition["message"]) == (
+                "Resized", "external scaler: the scaler says so")  # fmt: skip
+            assert key not in str(workload)
     finally:
-        agent.stop()
-        await kube.delete(POD, "busy", namespace=namespace, grace_period=0)
+        await server.stop()
+        await kube.delete(Secret, "scaler-key", namespace=namespace)

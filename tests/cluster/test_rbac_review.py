@@ -96,6 +96,7 @@ class Release:
     fullname: str
     namespace: str
     webhook_secret: str = "tensor-fusion-webhook-secret"
+    scaler_secret: str = "tf-scaler-key"
 
     def user(self, account: str) -> str:
         name = {"controller": self.fullname, "agent": AGENT,
@@ -104,7 +105,8 @@ class Release:
 
     def fill(self, text: str) -> str:
         return text.replace("<fullname>", self.fullname).replace(
-            "<webhook-secret>", self.webhook_secret)  # fmt: skip
+            "<webhook-secret>", self.webhook_secret).replace(
+            "<scaler-secret>", self.scaler_secret)  # fmt: skip
 
     def namespace_of(self, where: str) -> str:
         return {"cluster": "", "all namespaces": "", "release namespace": self.namespace}.get(
@@ -117,7 +119,8 @@ async def release(control_plane: ControlPlane, namespace: str, tmp_path: Path
     """The chart's RBAC objects (and the agent policy) of a release in the test namespace."""
     fullname = f"tf-{secrets.token_hex(3)}"
     text = await asyncio.to_thread(helm, "template", fullname, str(CHART), "--namespace",
-                                   namespace)  # fmt: skip
+                                   namespace, "--set", "controller.externalScalerSecrets="
+                                   f"{{{Release.scaler_secret}}}")  # fmt: skip
     objects = [o for o in yaml.safe_load_all(text) if isinstance(o, dict)
                and o.get("kind") in RBAC_KINDS]  # fmt: skip
     manifest = tmp_path / "rbac.yaml"

@@ -12,7 +12,14 @@ from typing import Final, TypeAlias
 import aiohttp
 import httpx
 
-__all__ = ["HTTP_ERRORS", "HttpClient", "HttpResponse", "http_client", "loopback_tls_probe"]
+__all__ = [
+    "HTTP_ERRORS",
+    "HttpClient",
+    "HttpResponse",
+    "http_client",
+    "loopback_tls_probe",
+    "post_json",
+]
 
 HttpClient: TypeAlias = httpx.AsyncClient
 HttpResponse: TypeAlias = httpx.Response
@@ -24,6 +31,38 @@ badly (the answer's status alone raises nothing)."""
 def http_client(timeout_s: float) -> HttpClient:
     """A client whose every call is bounded by `timeout_s` seconds (close it: `aclose()`)."""
     return httpx.AsyncClient(timeout=timeout_s)
+
+
+async def post_json(
+    url: str,
+    body: bytes,
+    *,
+    headers: dict[str, str],
+    ca_pem: bytes | None,
+    timeout_s: float,
+    max_bytes: int,
+) -> tuple[int, bytes]:
+    """POST `body` (JSON) to `url`; the answer's status and at most `max_bytes + 1` bytes of its
+    body. HTTPS is verified against `ca_pem` (the system's trust store without it); redirects
+    are not followed. Raises one of `HTTP_ERRORS`, or ValueError for an unusable `ca_pem`."""
+    verify: ssl.SSLContext | bool = True
+    if ca_pem:
+        try:
+            verify = ssl.create_default_context(cadata=ca_pem.decode("ascii", "replace"))
+        except ssl.SSLError as error:
+            raise ValueError(f"the CA cannot be loaded: {error}") from None
+        verify.minimum_version = ssl.TLSVersion.TLSv1_2
+    async with (
+        httpx.AsyncClient(timeout=timeout_s, verify=verify, follow_redirects=False) as client,
+        client.stream("POST", url, content=body,
+                      headers={**headers, "Content-Type": "application/json"}) as answer,
+    ):  # fmt: skip
+        read = bytearray()
+        async for chunk in answer.aiter_bytes():
+            read += chunk
+            if len(read) > max_bytes:
+                break
+        return answer.status_code, bytes(read[: max_bytes + 1])
 
 
 def loopback_tls_probe(

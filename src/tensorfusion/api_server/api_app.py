@@ -168,6 +168,7 @@ class _Handlers:
             node=_query(request, "node"),
             pool=_query(request, "pool"),
             namespace=_query(request, "namespace"),
+            scaling=self.backend.workload_scaling() if ready else None,
         )
         return json_response(body)
 

@@ -115,6 +115,10 @@ class ApiBackend(Protocol):
         """The body of `GET /api/alerts` for this replica (alerting.md §9)."""
         ...
 
+    def workload_scaling(self) -> Mapping[tuple[str, str], Any]:
+        """What the autoscaler says of each workload (`scaling_views`), by (namespace, name)."""
+        ...
+
     def config_status(self) -> Mapping[str, Any]:
         """The body of `GET /api/config` for this replica (alerting.md §9)."""
         ...

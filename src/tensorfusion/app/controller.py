@@ -26,6 +26,7 @@ from tensorfusion.adapters.kube.client import KubeClient, KubeClientError, make_
 from tensorfusion.adapters.kube.custom_resources import missing_crd_message, missing_crds
 from tensorfusion.adapters.kube.events import EventRecorder
 from tensorfusion.adapters.kube.object_client import LightkubeObjects
+from tensorfusion.adapters.kube.secret_reads import SecretContent, read_secret
 from tensorfusion.adapters.package_data import default_scheduler_config
 from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.alerting.alertmanager_discovery import dns_resolver, hosts_file_resolver
@@ -54,6 +55,7 @@ from tensorfusion.app.controller_webhook import WebhookWork
 from tensorfusion.app.logging_setup import configure_logging
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.autoscaler import Autoscaler
+from tensorfusion.controller.external_scaler import ExternalScalerCalls
 from tensorfusion.controller.fenced_writes import FencedWriter
 from tensorfusion.controller.metrics_leader import LeaderMetricsService
 from tensorfusion.controller.metrics_recorder import Counts
@@ -223,11 +225,16 @@ async def run_controller(
     ))  # fmt: skip
     process.leader_work.extend((name, _loop(run)) for name, run in reconcilers.work())
     if flags.enable_auto_scale:
+
+        async def release_secret(name: str) -> SecretContent | None:
+            return await read_secret(client, namespace=env.namespace, name=name)
+
         autoscaler = Autoscaler(
             workloads=informers.workloads, pods=informers.workers, pools=informers.pools,
             templates=informers.templates, state=state, store=metrics.wait_store,
             writer=FencedWriter(LightkubeObjects(client), process.fence),
             recorder=EventRecorder(client, "tensor-fusion-controller"), counts=scale_counts,
+            external=ExternalScalerCalls(release_secret, env.namespace), namespace=env.namespace,
         )  # fmt: skip
         process.leader_work.append(("autoscaler", _loop(autoscaler.run)))
     process.leader_work.extend(leader_work)
@@ -251,7 +258,7 @@ async def run_controller(
         peer_port=env.peer_port, isolation=env.isolation_policy,
         profile=settings.profile, state=state,
         native=native, pools=informers.pools, quotas=informers.quotas, gpus=informers.gpus,
-        informers=informers.all(), leading=process.is_leader,
+        informers=informers.all(), leading=process.is_leader, workloads=informers.workloads,
         alerts=lambda: alerts.alerts_body(process), config=lambda: _plain(config.config_body()),
     )  # fmt: skip
     certificates = release_certificates(client, env)

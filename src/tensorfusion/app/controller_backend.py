@@ -22,6 +22,7 @@ from tensorfusion.domain.admission.pod_index import PodIndexCounter
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
 from tensorfusion.domain.allocator.snapshot import allocator_copy
+from tensorfusion.domain.autoscaling.status_view import scaling_views
 from tensorfusion.domain.model import GPU, GPUPool, ModelError, load_as
 from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import IsolationPolicy
@@ -55,6 +56,7 @@ class ControllerBackend:
     gpus: Informer
     informers: Sequence[Informer]
     leading: Callable[[], bool]
+    workloads: Informer | None = None
     alerts: Callable[[], Mapping[str, Any]] = dict
     config: Callable[[], Mapping[str, Any]] = dict
     listeners_up: Callable[[], bool] = lambda: True
@@ -133,6 +135,10 @@ class ControllerBackend:
     def alerts_status(self) -> Mapping[str, Any]:
         """`GET /api/alerts` of this replica."""
         return self.alerts()
+
+    def workload_scaling(self) -> Mapping[tuple[str, str], Any]:
+        """What the autoscaler wrote in each workload's status."""
+        return scaling_views(self.workloads.list()) if self.workloads is not None else {}
 
     def config_status(self) -> Mapping[str, Any]:
         """`GET /api/config` of this replica."""

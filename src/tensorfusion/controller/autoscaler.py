@@ -39,13 +39,24 @@ from pydantic import ValidationError
 from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
 from tensorfusion.adapters.tsdb.store import MetricsStore, StoreError
 from tensorfusion.controller.allocator_state import AllocatorState
+from tensorfusion.controller.external_scaler import ExternalScalerCalls, ExternalScalerError
 from tensorfusion.controller.fenced_writes import FencedWriter
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.allocator.resize import resize_allocation
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.autoscaling.config_resolution import resolve_config
 from tensorfusion.domain.autoscaling.cron_rules import active_cron_rule
-from tensorfusion.domain.autoscaling.recommendation import Recommendation, recommend
+from tensorfusion.domain.autoscaling.external_scaler import (
+    ExternalScalerSettings,
+    UsageSummary,
+    parse_external,
+    scale_request,
+)
+from tensorfusion.domain.autoscaling.recommendation import (
+    Recommendation,
+    UsagePercentiles,
+    recommend,
+)
 from tensorfusion.domain.autoscaling.settings import (
     AutoScaleConfigError,
     AutoSetSettings,
@@ -72,6 +83,7 @@ QUERY_TIMEOUT_S: Final = 20.0
 SCALED: Final = "AutoScaled"
 RESIZED: Final = "Resized"
 DOES_NOT_FIT: Final = "ResizeDoesNotFit"
+EXTERNAL_FAILED: Final = "ExternalScalerFailed"
 
 
 _KEEP: Final = object()
@@ -92,10 +104,19 @@ class WorkloadOutcome:
 @dataclass(slots=True)
 class _Due:
     workload: Mapping[str, Any]
-    settings: AutoSetSettings | None
-    """None: `autoSetResources` is off, or not due this round."""
+    settings: AutoSetSettings
+    """`autoSetResources` (its window and percentiles also make the external scaler's usage)."""
+    recommend: bool
+    """The percentile recommendation is due this round."""
+    external: ExternalScalerSettings | None
+    """The external scaler is due this round (it replaces the percentile recommendation)."""
     pods: list[Mapping[str, Any]]
     cron: list[CronScalingRule] = field(default_factory=list)
+
+    @property
+    def sized(self) -> bool:
+        """A recommendation, the external scaler's or the percentiles', is due."""
+        return self.recommend or self.external is not None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -137,6 +158,10 @@ def _annotations(requests: ResourceAmount, limits: ResourceAmount) -> dict[str, 
     }
 
 
+def _pair(usage: WorkloadUsage | None) -> tuple[UsagePercentiles | None, UsagePercentiles | None]:
+    return (usage.compute, usage.vram) if usage is not None else (None, None)
+
+
 def _summary(found: Recommendation) -> str:
     parts = [r.reason for r in (found.compute, found.vram) if r is not None]
     return "; ".join(parts) or "nothing targeted"
@@ -154,6 +179,10 @@ class Autoscaler:
     store: Callable[[], Awaitable[MetricsStore]]
     writer: FencedWriter
     recorder: EventSink
+    external: ExternalScalerCalls | None = None
+    """Calls to external scalers (None: an enabled one is reported as unavailable)."""
+    namespace: str = ""
+    """The release namespace: external scalers' key Secrets must be there."""
     clock: Callable[[], float] = time.time
     tick_s: float = TICK_S
     last_round: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -194,16 +223,26 @@ class Autoscaler:
                 resolved = resolve_config(own, rules_of[pool], labels)
                 config = resolved.config if resolved is not None else AutoScalingConfig()
                 settings = parse_auto_set(config.auto_set_resources)
+                external = parse_external(config.external_scaler,
+                                          release_namespace=self.namespace)  # fmt: skip
             except (ValidationError, AutoScaleConfigError) as error:
                 outcomes.append(WorkloadOutcome(key, "InvalidConfig", str(error)[:500]))
                 continue
             cron = [rule for rule in config.cron_scaling_rules if rule.enable]
             created = parse_rfc3339(str((workload.get("metadata") or {}).get(
                 "creationTimestamp") or "")) or now  # fmt: skip
-            auto_due = (settings.enable and now - created >= settings.initial_delay_period_s
-                        and now - self.last_round.get(key, 0.0) >= settings.interval_s)  # fmt: skip
-            if auto_due or cron or active:
-                due.append(_Due(workload, settings if auto_due else None, pods, cron))
+            since = now - self.last_round.get(key, 0.0)
+            if external is not None:  # it replaces the percentile recommendation
+                waiting = self.external is not None and self.external.waiting(key, now)
+                if (now - created < external.initial_delay_period_s
+                        or since < external.interval_s or waiting):  # fmt: skip
+                    external = None
+                auto_due = False
+            else:
+                auto_due = (settings.enable and now - created >= settings.initial_delay_period_s
+                            and since >= settings.interval_s)  # fmt: skip
+            if auto_due or external is not None or cron or active:
+                due.append(_Due(workload, settings, auto_due, external, pods, cron))
         return due, outcomes
 
     async def round(self, store: MetricsStore) -> list[WorkloadOutcome]:
@@ -220,7 +259,7 @@ class Autoscaler:
                 outcomes.append(cron)
                 continue
             s = item.settings
-            if s is None:
+            if not item.sized:
                 continue
             percentiles = PercentileSet(
                 (s.lower_bound_compute_percentile, s.target_compute_percentile,
@@ -244,7 +283,11 @@ class Autoscaler:
                 key = item.key
                 self.last_round[key] = now
                 try:
-                    outcomes.append(await self._one(item, usage.get(key)))
+                    if item.external is not None:
+                        summary = UsageSummary(window, percentiles, *_pair(usage.get(key)))
+                        outcomes.append(await self._external(item, item.external, summary, now))
+                    else:
+                        outcomes.append(await self._one(item, usage.get(key)))
                 except Exception as error:  # one workload never stops the others
                     outcomes.append(self._failed(item, error))
         for outcome in outcomes:
@@ -296,13 +339,34 @@ class Autoscaler:
         current = self._current(item.pods)
         if current is None:
             return WorkloadOutcome(item.key, "NoWorkers", "no allocated worker pod to size")
-        assert item.settings is not None
         found = recommend(item.settings, original=_resources(item.workload), current=current,
                           compute=usage.compute if usage else None,
                           vram=usage.vram if usage else None)  # fmt: skip
         if not found.change:
             return WorkloadOutcome(item.key, "NoChange", _summary(found), found)
         return await self._apply(item, current, found, _summary(found), _KEEP)
+
+    async def _external(
+        self, item: _Due, settings: ExternalScalerSettings, usage: UsageSummary, now: float
+    ) -> WorkloadOutcome:
+        current = self._current(item.pods)
+        if current is None:
+            return WorkloadOutcome(item.key, "NoWorkers", "no allocated worker pod to size")
+        if self.external is None:
+            return WorkloadOutcome(item.key, EXTERNAL_FAILED, "external scalers are not set up")
+        body = scale_request(
+            workload=item.key, pool=str((item.workload.get("spec") or {}).get("poolName") or ""),
+            original=_resources(item.workload), current=current, usage=usage,
+            time=format_rfc3339(now),
+        )  # fmt: skip
+        try:
+            found, why = await self.external.recommend(item.key, settings, body=body,
+                                                       current=current, now=now)  # fmt: skip
+        except ExternalScalerError as error:
+            return WorkloadOutcome(item.key, EXTERNAL_FAILED, f"external scaler: {error}")
+        if found is None:
+            return WorkloadOutcome(item.key, "NoChange", f"external scaler: {why}")
+        return await self._apply(item, current, found, f"external scaler: {why}", _KEEP)
 
     def _failed(self, item: _Due, error: Exception) -> WorkloadOutcome:
         _log.warning("autoscaler: workload %s/%s failed: %s", *item.key, error)

@@ -75,6 +75,7 @@ class FakeBackend:
     policy: IsolationPolicy = IsolationPolicy.DYNAMIC
     counter: PodIndexCounter = field(default_factory=PodIndexCounter)
     alerts: Mapping[str, Any] = field(default_factory=dict)
+    scaling: Mapping[tuple[str, str], Any] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
     own_account: str = OWN_ACCOUNT
     tokens: dict[str, TokenReviewResult] = field(default_factory=dict)
@@ -115,6 +116,9 @@ class FakeBackend:
 
     def alerts_status(self) -> Mapping[str, Any]:
         return self.alerts
+
+    def workload_scaling(self) -> Mapping[tuple[str, str], Any]:
+        return self.scaling
 
     def config_status(self) -> Mapping[str, Any]:
         return self.config

@@ -19,6 +19,7 @@ from tensorfusion.api_server import (
 )
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.snapshot import allocation_view, nodes_view, pools_view
+from tensorfusion.domain.autoscaling.status_view import scaling_views
 
 from .fakes import GENERATED_AT, FakeBackend, spec_inputs
 
@@ -66,6 +67,35 @@ async def test_allocation_after_recovery_is_the_allocators_view(
     )
     assert [a["name"] for a in body["allocations"]] == ["holder"]
     assert len(body["gpus"]) == 6
+
+
+async def test_allocation_shows_what_the_autoscaler_recommends(
+    client: Client, backend: FakeBackend, allocator: Allocator
+) -> None:
+    workload = {
+        "metadata": {"name": "holder", "namespace": "other"},
+        "status": {
+            "recommendation": {"requests": {"tflops": "23"}, "limits": {"tflops": "23"}},
+            "conditions": [
+                {
+                    "type": "AutoScaled",
+                    "status": "True",
+                    "reason": "Resized",
+                    "message": "tflops: target 23000",
+                    "lastTransitionTime": "t",
+                }
+            ],
+        },
+    }
+    backend.scaling = scaling_views([workload, {"metadata": {"name": "quiet"}, "status": {}}])
+    [entry] = (await json_of(await client.get(ALLOCATION_PATH)))["allocations"]
+    assert entry["request"] != entry["autoScaling"]["recommended"]["requests"]
+    assert entry["autoScaling"] == {
+        "recommended": {"requests": {"tflops": "23"}, "limits": {"tflops": "23"}},
+        "condition": {"status": "True", "reason": "Resized", "message": "tflops: target 23000",
+                      "lastTransitionTime": "t"},
+        "activeCronScalingRule": None,
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ are null. The caller holds the allocator's lock while a view is built (§3).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -48,13 +48,16 @@ def allocation_view(
     pool: str | None = None,
     namespace: str | None = None,
     format_time: Callable[[float], str] = format_rfc3339,
+    scaling: Mapping[tuple[str, str], Any] | None = None,
 ) -> dict[str, Any]:
     """The body of `GET /api/allocation`; the lists are empty while not `ready`.
 
     `node` and `pool` select GPUs, nodes and allocations (not quotas, which are per namespace).
     `namespace` selects allocations and quotas, the pods and workers listed, and the GPUs and
     nodes that hold one of them; GPU figures stay those of the whole GPU. Times (`generated_at`,
-    the records' seconds) are written by `format_time`.
+    the records' seconds) are written by `format_time`. `scaling` holds what the autoscaler
+    says of each workload (namespace, name), shown as each of its allocations' `autoScaling`
+    (absent when it has said nothing).
     """
     body: dict[str, Any] = {
         "ready": ready,
@@ -94,7 +97,7 @@ def allocation_view(
         if namespace is None or held:
             body["nodes"].append(entry)
     body["allocations"] = [
-        _allocation_entry(record, format_time)
+        _allocation_entry(record, format_time, scaling or {})
         for record in records
         if (node is None or record.node == node) and (pool is None or record.request.pool == pool)
     ]
@@ -184,10 +187,12 @@ def _worker_key(allocator: Allocator, uid: str, namespace: str | None) -> str:
 
 
 def _allocation_entry(
-    record: AllocationRecord, format_time: Callable[[float], str]
+    record: AllocationRecord,
+    format_time: Callable[[float], str],
+    scaling: Mapping[tuple[str, str], Any],
 ) -> dict[str, Any]:
     request = record.request
-    return {
+    entry = {
         "uid": record.uid,
         "namespace": request.namespace,
         "name": request.pod_name,
@@ -208,6 +213,10 @@ def _allocation_entry(
         "since": format_time(record.since),
         "expiresAt": None if record.expires_at is None else format_time(record.expires_at),
     }
+    scaled = scaling.get((request.namespace, request.workload)) if request.workload else None
+    if scaled is not None:  # only then: the spec's example body stays as it is
+        entry["autoScaling"] = scaled
+    return entry
 
 
 def _quota_entry(quota: NamespaceQuota) -> dict[str, Any]:

@@ -12,7 +12,14 @@ from typing import Final, Literal
 from tensorfusion.domain.durations import DurationError, parse_go_duration
 from tensorfusion.domain.model.autoscaling import AutoSetResources
 
-__all__ = ["DEFAULTS", "AutoScaleConfigError", "AutoSetSettings", "parse_auto_set"]
+__all__ = [
+    "DEFAULTS",
+    "MIN_INTERVAL_S",
+    "AutoScaleConfigError",
+    "AutoSetSettings",
+    "parse_auto_set",
+    "parse_seconds",
+]
 
 TargetResource = Literal["compute", "vram", "all"]
 MIN_INTERVAL_S: Final = 10.0
@@ -78,7 +85,9 @@ def _number(field: str, text: str | None, default: float, low: float, high: floa
     return float(value)
 
 
-def _seconds(field: str, text: str | None, default: float, low: float) -> float:
+def parse_seconds(field: str, text: str | None, default: float, low: float) -> float:
+    """A Go duration in seconds within [low, 30 days] (`default` when unset); AutoScaleConfigError
+    naming `field` otherwise."""
     if text is None or not text.strip():
         return default
     try:
@@ -138,11 +147,11 @@ def parse_auto_set(spec: AutoSetResources | None) -> AutoSetSettings:
         max_vram_resources_ratio=_number(
             "maxVRAMResourcesRatio", spec.max_vram_resources_ratio, d.max_vram_resources_ratio,
             0.01, 100),
-        history_data_period_s=_seconds("historyDataPeriod", spec.history_data_period,
+        history_data_period_s=parse_seconds("historyDataPeriod", spec.history_data_period,
                                        d.history_data_period_s, 60.0),
-        initial_delay_period_s=_seconds("initialDelayPeriod", spec.initial_delay_period,
+        initial_delay_period_s=parse_seconds("initialDelayPeriod", spec.initial_delay_period,
                                         d.initial_delay_period_s, 0.0),
-        interval_s=_seconds("interval", spec.interval, d.interval_s, MIN_INTERVAL_S),
+        interval_s=parse_seconds("interval", spec.interval, d.interval_s, MIN_INTERVAL_S),
     )  # fmt: skip
     _ordered(settings)
     return settings
