@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 PYTHON ?= python3
 
-.PHONY: lock demo dev dev-down test test-unit test-integration test-cluster test-e2e e2e e2e-images lint format bench crds venv system-deps testenv images metrics-doc clean
+.PHONY: lock demo dev dev-down test test-unit test-integration test-cluster test-e2e e2e e2e-images lint format bench crds venv system-deps testenv images metrics-doc clean dashboards
 
 # Every dependency from the lock file, each checked against its hashes (docs/security.md,
 # "Supply chain"); then the package itself without resolving anything again.
@@ -65,14 +65,19 @@ testenv:
 	bash testenv/build.sh
 
 lint: venv
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench dashboards
+	$(BIN)/ruff format --check src tests bench dashboards
 	$(BIN)/mypy src tests bench
 	$(BIN)/lint-imports
 
 format: venv
-	$(BIN)/ruff format src tests bench
-	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench dashboards
+	$(BIN)/ruff check --fix src tests bench dashboards
+
+## The Grafana dashboards the chart ships (charts/tensor-fusion/dashboards/*.json), generated
+## from dashboards/ with grafana-foundation-sdk (docs/observability.md).
+dashboards: venv
+	$(PY) -m dashboards.generate
 
 bench: venv
 	$(PY) bench/scheduling.py

@@ -11,6 +11,9 @@ for tool in podman:podman buildah:buildah skopeo:skopeo umoci:umoci mmdebstrap:m
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+# The console's browser test (docs/observability.md): Debian's Chromium and its WebDriver.
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -10,9 +10,6 @@ loopback, called with the key of a Secret of the release namespace, resizes anot
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,106 +19,22 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event, Secret
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
-from tensorfusion.devenv.replica_pods import release_ca_file
 from tensorfusion.domain.annotation_values import parse_tflops_milli
 from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.autoscaling.external_scaler import KEY_URL_ANNOTATION
-from tensorfusion.domain.settings.controller_environment import (
-    DEFAULT_HYPERVISOR_SERVICE_ACCOUNT,
-    DEFAULT_WEBHOOK_SECRET,
-)
 
 from ..peer_tls import release_bundle, serving
 from ..standins.external_scaler import ScalerServer
+from .agent_pool import Pool, agent_pool
 from .conftest import DeleteLater
 from .controller_replicas import Start
-from .controlplane import ControlPlane, eventually, free_port
+from .controlplane import ControlPlane, eventually
 from .nodes import FakeGpuNodes
-from .sealed_workers import create_sealed_worker
-from .test_controller_process_alerts import service_account_token
-from .test_controller_reconcilers import GPU, GPU_NODE, POD, read, status, worker_pod
-from .test_node_agent import H100, pool_of_one_node, start_agent
+from .test_controller_reconcilers import GPU, POD, read, status
 
 pytestmark = pytest.mark.cluster
 
 WORKLOAD: Any = resource_of("TensorFusionWorkload")
-
-
-def simulation(gpu: str, workers: list[str]) -> str:
-    used = "".join(f"\n      {w}: {{compute: 2, memoryUsed: 2Gi}}" for w in workers)
-    return f"""
-gpus:
-  - model: {H100}
-    vram: 80Gi
-    uuid: {gpu}
-    usage: {{compute: 10, memoryUsed: 4Gi, temperature: 40}}
-    workers:{used}
-"""
-
-
-@dataclass
-class Pool:
-    namespace: str
-    gpu: str
-    node: str
-    pool: str
-    logs: list[Any]
-
-
-@asynccontextmanager
-async def autoscaling_pool(
-    control_plane: ControlPlane,
-    kube: AsyncClient,
-    namespace: str,
-    replicas: Start,
-    fake_gpu_nodes: FakeGpuNodes,
-    cluster_objects: DeleteLater,
-    tmp_path: Path,
-    workers: dict[str, str],
-) -> AsyncIterator[Pool]:
-    """A controller with `-enable-auto-scale` and a node agent whose one H100 runs `workers`
-    (name -> workload; each uses 2% of the GPU and 2 GiB), every second in the store."""
-    run, pool, node = await pool_of_one_node(control_plane, kube, fake_gpu_nodes, cluster_objects)
-    native = f"GPU-{run}-AS"
-    gpu = native.lower()
-    cluster_objects(GPU, gpu)
-    token_file = tmp_path / "sa-token"
-    token_file.write_text(
-        await service_account_token(kube, namespace, DEFAULT_HYPERVISOR_SERVICE_ACCOUNT)
-    )
-    controller = replicas("replica-a", "-leader-elect", "-agent-readiness", "heartbeat",
-                          "-enable-auto-scale")  # fmt: skip
-
-    async def gpu_node() -> bool:
-        return await read(kube, GPU_NODE, node) is not None
-
-    await eventually(gpu_node, what="the controller's GPUNode", components=[controller.component])
-    sim = tmp_path / "gpus.yaml"
-    sim.write_text(simulation(native, list(workers)))
-    ca = await release_ca_file(kube, namespace=namespace, secret=DEFAULT_WEBHOOK_SECRET,
-                               path=tmp_path / "peer-ca.crt")  # fmt: skip
-    agent = start_agent(control_plane, tmp_path, node, pool, sim, free_port(),
-                        TF_METRICS_INTERVAL="1s",
-                        TF_METRICS_WRITE_URL=f"https://{controller.ip}:{controller.peer_port}",
-                        TF_METRICS_WRITE_CA_FILE=str(ca),
-                        TF_METRICS_WRITE_TOKEN_FILE=str(token_file))  # fmt: skip
-    logs = [controller.component, agent]
-    try:
-
-        async def gpu_running() -> bool:
-            return status(await read(kube, GPU, gpu)).get("phase") == "Running"
-
-        await eventually(gpu_running, what="the GPU Running", components=logs)
-        for name, workload in workers.items():
-            pod = worker_pod(name, namespace, pool, node, gpu)
-            assert pod.metadata is not None and pod.metadata.labels is not None
-            pod.metadata.labels[KEYS.workload] = workload
-            await create_sealed_worker(kube, pod)
-        yield Pool(namespace, gpu, node, pool, logs)
-    finally:
-        agent.stop()
-        for name in workers:
-            await kube.delete(POD, name, namespace=namespace, grace_period=0)
 
 
 def _workload(name: str, namespace: str, pool: str, scaling: dict[str, Any]) -> Any:
@@ -155,7 +68,7 @@ async def test_an_over_requested_worker_is_resized_in_place(
     cluster_objects: DeleteLater,
     tmp_path: Path,
 ) -> None:
-    async with autoscaling_pool(control_plane, kube, namespace, replicas, fake_gpu_nodes,
+    async with agent_pool(control_plane, kube, namespace, replicas, fake_gpu_nodes,
                                 cluster_objects, tmp_path, {"busy": "infer"}) as pool:  # fmt: skip
         await kube.create(_workload("infer", namespace, pool.pool, {"autoSetResources": {
             "enable": True, "interval": "10s", "initialDelayPeriod": "0s",
@@ -212,7 +125,7 @@ async def test_an_external_scaler_resizes_with_the_key_of_its_secret(
         stringData={"api-key": key, "ca.crt": (bundle.ca_pem or b"").decode()},
     ))  # fmt: skip
     try:
-        async with autoscaling_pool(
+        async with agent_pool(
             control_plane,
             kube,
             namespace,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Final
 
 from tensorfusion.domain.alerting.default_rules import (
     rule_definitions_from_yaml,
@@ -14,14 +14,26 @@ from tensorfusion.domain.alerting.rules import RuleSet
 from tensorfusion.domain.scheduling.scheduler_config import scheduler_config_from_yaml
 
 __all__ = [
+    "CONSOLE_ASSETS",
+    "console_asset",
     "default_alert_rule_definitions",
     "default_alert_rule_set",
     "default_alert_rules_text",
     "default_scheduler_config",
 ]
 
+CONSOLE_ASSETS: Final = frozenset({"index.html", "console.js", "console.css"})
+"""The web console's files (`tensorfusion/data/console`), the only names served."""
 _ALERT_RULES = "default_alert_rules.yaml"
 _SCHEDULER_CONFIG = "default_scheduler_config.yaml"
+
+
+@cache
+def console_asset(name: str) -> bytes | None:
+    """A file of the web console by name; None for a name not in `CONSOLE_ASSETS`."""
+    if name not in CONSOLE_ASSETS:
+        return None
+    return resources.files("tensorfusion.data").joinpath("console", name).read_bytes()
 
 
 @cache

@@ -13,7 +13,7 @@ import logging
 import math
 import random
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -35,6 +35,8 @@ __all__ = ["AlertEvaluator", "Notifier"]
 
 _log = logging.getLogger(__name__)
 _MAX_FIRST_DELAY_S: Final = 7.0
+HISTORY_ENTRIES: Final = 100
+"""Resolved alerts kept for `GET /api/alerts` (`history`, newest first; this term only)."""
 _MAX_QUERY_TIMEOUT_S: Final = 30.0
 
 
@@ -91,6 +93,7 @@ class AlertEvaluator:
         self._pending_rule_set: RuleSet = RuleSet()
         self._store_error = ""
         self._timers = True
+        self._history: deque[dict[str, Any]] = deque(maxlen=HISTORY_ENTRIES)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -288,6 +291,14 @@ class AlertEvaluator:
                     notice.annotations.get("summary", ""),
                 )
             return
+        for notice in notices:
+            if notice.resolved:
+                self._history.appendleft({
+                    "rule": notice.rule, "labels": dict(notice.labels),
+                    "summary": notice.annotations.get("summary", ""),
+                    "startsAt": format_rfc3339_ms(notice.starts_at_ms),
+                    "endsAt": format_rfc3339_ms(notice.ends_at_ms),
+                })  # fmt: skip
         self._notifier.submit(notices)
 
     # ------------------------------------------------------------------ state
@@ -376,7 +387,7 @@ class AlertEvaluator:
         source = self._rules.values() if self._running else []
         evaluated = {runtime.rule.name: _progress(runtime) for runtime in source}
         read_up = health.read_up and not self._store_error
-        return evaluation_status(
+        status = evaluation_status(
             running=self._running,
             kind=health.kind,
             rules=rules_status(self._pending_rule_set, evaluated),
@@ -385,6 +396,8 @@ class AlertEvaluator:
             write_up=health.write_up,
             last_error=self._store_error or health.last_error,
         )
+        status["history"] = list(self._history)
+        return status
 
 
 def _progress(runtime: _RuleRuntime) -> dict[str, Any]:

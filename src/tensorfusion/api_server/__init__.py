@@ -16,6 +16,7 @@ from tensorfusion.api_server.api_app import (
     NODES_PATH,
     POOLS_PATH,
     SIMULATE_SCHEDULE_PATH,
+    WORKLOADS_PATH,
     create_api_app,
 )
 from tensorfusion.api_server.backend import (
@@ -58,6 +59,7 @@ __all__ = [
     "POOLS_PATH",
     "READYZ_PATH",
     "SIMULATE_SCHEDULE_PATH",
+    "WORKLOADS_PATH",
     "ApiBackend",
     "BindAddress",
     "HealthBackend",

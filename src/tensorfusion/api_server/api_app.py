@@ -19,6 +19,7 @@ from typing import Any, Final
 from tensorfusion.adapters.tls.peer_client import PeerClient
 from tensorfusion.api_server.auth import require_controller_service_account
 from tensorfusion.api_server.backend import ApiBackend
+from tensorfusion.api_server.console import add_console_routes
 from tensorfusion.api_server.forwarding import LeaderForwarder
 from tensorfusion.api_server.offload import BoundedOffload
 from tensorfusion.api_server.peer_auth import peer_auth_middleware
@@ -27,7 +28,9 @@ from tensorfusion.api_server.responses import ApiError, error_response, json_res
 from tensorfusion.domain.admission.dry_run import PreparationError, not_a_gpu_worker
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.snapshot import allocation_view, nodes_view, pools_view
+from tensorfusion.domain.autoscaling.status_view import scaling_views
 from tensorfusion.domain.simulate_schedule import UnknownNodesError, simulate_schedule
+from tensorfusion.domain.workloads_view import workloads_view
 from tensorfusion.runtime import web
 from tensorfusion.runtime.web import Handler, Middleware
 
@@ -41,6 +44,7 @@ __all__ = [
     "NODES_PATH",
     "POOLS_PATH",
     "SIMULATE_SCHEDULE_PATH",
+    "WORKLOADS_PATH",
     "create_api_app",
 ]
 
@@ -51,6 +55,7 @@ SIMULATE_SCHEDULE_PATH: Final = "/api/simulate-schedule"
 ALLOCATION_PATH: Final = "/api/allocation"
 POOLS_PATH: Final = "/api/pools"
 NODES_PATH: Final = "/api/nodes"
+WORKLOADS_PATH: Final = "/api/workloads"
 ALERTS_PATH: Final = "/api/alerts"
 CONFIG_PATH: Final = "/api/config"
 ASSIGN_INDEX_PATH: Final = "/api/assign-index"
@@ -168,8 +173,15 @@ class _Handlers:
             node=_query(request, "node"),
             pool=_query(request, "pool"),
             namespace=_query(request, "namespace"),
-            scaling=self.backend.workload_scaling() if ready else None,
+            scaling=scaling_views(self.backend.workload_objects()) if ready else None,
         )
+        return json_response(body)
+
+    async def workloads(self, request: web.Request) -> web.StreamResponse:
+        usage, error = await self.backend.recent_usage()
+        body = workloads_view(self.backend.workload_objects(), self.backend.allocator(),
+                              usage=usage, usage_error=error,
+                              namespace=_query(request, "namespace"))  # fmt: skip
         return json_response(body)
 
     async def pools(self, request: web.Request) -> web.StreamResponse:
@@ -266,6 +278,7 @@ def create_api_app(
     clock: Callable[[], float] = time.time,
     offload: BoundedOffload | None = None,
     shed: Callable[[], str | None] | None = None,
+    console: bool = False,
 ) -> web.Application:
     """The `/api/*` application. A follower forwards requests whose path starts with one of
     `forward_prefixes` (except alerts and config) to the leader's peer port through `peer`
@@ -273,7 +286,8 @@ def create_api_app(
     gates every request by TokenReview and SubjectAccessReview (the peer port); `max_body`
     bounds the bodies aiohttp reads (413 beyond); `clock` gives `generatedAt` (seconds since
     the epoch); `offload` runs the simulation's body parsing and simulation off the loop
-    (default: `SIMULATION_THREADS` threads, 429 beyond, and while `shed()` gives a reason)."""
+    (default: `SIMULATION_THREADS` threads, 429 beyond, and while `shed()` gives a reason);
+    `console` adds the web console's routes (`/console/`)."""
     forwarder = LeaderForwarder(backend.leader_address, peer, forward_timeout)
     gate = [peer_auth_middleware(backend)] if authenticate_callers else []
     app = web.Application(
@@ -300,8 +314,11 @@ def create_api_app(
     app.router.add_post(SIMULATE_SCHEDULE_PATH, handlers.simulate)
     app.router.add_get(ALLOCATION_PATH, handlers.allocation)
     app.router.add_get(POOLS_PATH, handlers.pools)
+    app.router.add_get(WORKLOADS_PATH, handlers.workloads)
     app.router.add_get(NODES_PATH, handlers.nodes)
     app.router.add_get(ALERTS_PATH, handlers.alerts)
     app.router.add_get(CONFIG_PATH, handlers.config)
     app.router.add_get(ASSIGN_INDEX_PATH, handlers.assign_index)
+    if console:
+        add_console_routes(app)
     return app

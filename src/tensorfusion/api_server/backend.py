@@ -19,6 +19,7 @@ from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import IsolationPolicy
+from tensorfusion.domain.workloads_view import RecentUsage
 
 __all__ = [
     "ApiBackend",
@@ -115,8 +116,13 @@ class ApiBackend(Protocol):
         """The body of `GET /api/alerts` for this replica (alerting.md §9)."""
         ...
 
-    def workload_scaling(self) -> Mapping[tuple[str, str], Any]:
-        """What the autoscaler says of each workload (`scaling_views`), by (namespace, name)."""
+    def workload_objects(self) -> Sequence[Mapping[str, Any]]:
+        """The TensorFusionWorkloads of the cluster (the informer's cache)."""
+        ...
+
+    async def recent_usage(self) -> tuple[Mapping[tuple[str, str], RecentUsage] | None, str]:
+        """Each workload's recent usage from the metrics store (`recent_usage_query`), or None
+        and why the store could not answer."""
         ...
 
     def config_status(self) -> Mapping[str, Any]:

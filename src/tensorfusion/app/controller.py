@@ -259,6 +259,7 @@ async def run_controller(
         profile=settings.profile, state=state,
         native=native, pools=informers.pools, quotas=informers.quotas, gpus=informers.gpus,
         informers=informers.all(), leading=process.is_leader, workloads=informers.workloads,
+        store=lambda: metrics.term.store if metrics.term is not None else None,
         alerts=lambda: alerts.alerts_body(process), config=lambda: _plain(config.config_body()),
     )  # fmt: skip
     certificates = release_certificates(client, env)
@@ -372,12 +373,13 @@ def _api_app(
 ) -> web.Application:
     """`/api/*`, and the embedded store's write path unless GreptimeDB is configured, on the
     work bounds `shared` with the other port; a follower forwards through `peer`; `gated`:
-    every request authenticated and authorized (the peer port)."""
+    every request authenticated and authorized (the peer port); the web console on the public
+    port only."""
     if env.tsdb.greptime:
         return create_api_app(backend, peer=peer, authenticate_callers=gated,
-                              offload=shared.simulations)  # fmt: skip
+                              offload=shared.simulations, console=not gated)  # fmt: skip
     app = create_api_app(backend, peer=peer, authenticate_callers=gated,
-                         offload=shared.simulations,
+                         offload=shared.simulations, console=not gated,
                          forward_prefixes=(API_PREFIX, METRICS_WRITE_PREFIX))  # fmt: skip
     writers = {
         service_account_username(env.namespace, env.service_account),

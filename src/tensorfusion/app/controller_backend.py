@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from tensorfusion.adapters.kube.access_reviews import non_resource_allowed, token_review
 from tensorfusion.adapters.kube.client import KubeClient
+from tensorfusion.adapters.tsdb.store import MetricsStore, StoreError
 from tensorfusion.api_server.backend import (
     SimulationInputs,
     TokenReviewResult,
@@ -22,10 +23,14 @@ from tensorfusion.domain.admission.pod_index import PodIndexCounter
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.quota_status import choose_effective, read_quota
 from tensorfusion.domain.allocator.snapshot import allocator_copy
-from tensorfusion.domain.autoscaling.status_view import scaling_views
 from tensorfusion.domain.model import GPU, GPUPool, ModelError, load_as
 from tensorfusion.domain.scheduling.scheduler_config import SchedulingProfile
 from tensorfusion.domain.vocabulary import IsolationPolicy
+from tensorfusion.domain.workloads_view import (
+    RecentUsage,
+    parse_recent_usage,
+    recent_usage_query,
+)
 from tensorfusion.runtime.http_server import join_host_port
 from tensorfusion.runtime.informer import Informer
 from tensorfusion.runtime.leader_election import LEASE_NAME, read_leader_ip
@@ -37,6 +42,7 @@ TOKEN_CACHE_S: Final = 300.0
 ACCESS_CACHE_S: Final = 60.0
 """How long a SubjectAccessReview's answer stands (an RBAC change takes effect after that)."""
 CACHE_ENTRIES: Final = 1024
+USAGE_TIMEOUT_S: Final = 5.0
 
 
 @dataclass(slots=True)
@@ -57,6 +63,8 @@ class ControllerBackend:
     informers: Sequence[Informer]
     leading: Callable[[], bool]
     workloads: Informer | None = None
+    store: Callable[[], MetricsStore | None] = lambda: None
+    """The leader's metrics store of this term (None while there is none)."""
     alerts: Callable[[], Mapping[str, Any]] = dict
     config: Callable[[], Mapping[str, Any]] = dict
     listeners_up: Callable[[], bool] = lambda: True
@@ -136,9 +144,20 @@ class ControllerBackend:
         """`GET /api/alerts` of this replica."""
         return self.alerts()
 
-    def workload_scaling(self) -> Mapping[tuple[str, str], Any]:
-        """What the autoscaler wrote in each workload's status."""
-        return scaling_views(self.workloads.list()) if self.workloads is not None else {}
+    def workload_objects(self) -> Sequence[Mapping[str, Any]]:
+        """The workloads of the informer's cache."""
+        return self.workloads.list() if self.workloads is not None else []
+
+    async def recent_usage(self) -> tuple[Mapping[tuple[str, str], RecentUsage] | None, str]:
+        """The leader's store's answer to `recent_usage_query` (bounded by `USAGE_TIMEOUT_S`)."""
+        store = self.store()
+        if store is None:
+            return None, "the metrics store is not open on this replica"
+        try:
+            answer = await store.query(recent_usage_query(store.dialect), USAGE_TIMEOUT_S)
+        except StoreError as error:
+            return None, f"the metrics store cannot answer: {error}"[:300]
+        return parse_recent_usage(answer.mappings()), ""
 
     def config_status(self) -> Mapping[str, Any]:
         """`GET /api/config` of this replica."""

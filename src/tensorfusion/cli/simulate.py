@@ -30,6 +30,13 @@ from tensorfusion.sim.input_errors import InputError, parse_yaml, read_bounded, 
 from tensorfusion.sim.input_limits import POD_MANIFEST_LIMITS
 from tensorfusion.sim.inputs import simulation_inputs
 from tensorfusion.sim.progress import ProgressLines
+from tensorfusion.sim.right_sizing_view import (
+    OUTCOME_ROWS,
+    freed_rows,
+    plan_name,
+    plan_notes,
+    sized_text,
+)
 from tensorfusion.sim.runner import SimulationOptions, simulate_schedule
 from tensorfusion.sim.virtual_cluster import PolicyOverrides
 from tensorfusion.sim.workload_file import parse_seconds, pod_shape_problem
@@ -82,6 +89,41 @@ def _print_inflation(curve: dict[str, Any], console: Console) -> None:
     for arrived, allocated in inflation_table(curve):
         table.add_row(f"{arrived:g} %", f"{allocated:.1f} %")
     console.print(table)
+
+
+def print_right_sizing(section: dict[str, Any], console: Console) -> None:
+    """The right-sizing what-if: requests before and after, outcomes, capacity given back."""
+    plans = Table(title="Right-sizing what-if: per-GPU request (limit) of each workload with a "
+                  "usage profile", title_justify="left")  # fmt: skip
+    for column in ("workload", "pods", "settings", "TFLOPs", "VRAM", "note"):
+        plans.add_column(column)
+    for plan in section["workloads"]:
+        plans.add_row(
+            escape(plan_name(plan)), str(plan["pods"]),
+            escape(plan["settings"]), escape(sized_text(plan, "tflops")),
+            escape(sized_text(plan, "vram")), escape(plan_notes(plan)),
+        )  # fmt: skip
+    console.print(plans)
+    before, after = section["baseline"], section["rightSized"]
+    outcome = Table(title="Right-sizing what-if: as given and right-sized",
+                    title_justify="left")  # fmt: skip
+    for column in ("", "as given", "right-sized"):
+        outcome.add_column(column)
+    for label, key, unit in OUTCOME_ROWS:
+        outcome.add_row(label, f"{before[key]}{unit}", f"{after[key]}{unit}")
+    console.print(outcome)
+    freed = Table(title="Right-sizing what-if: capacity given back by the pods the trace placed",
+                  title_justify="left")  # fmt: skip
+    for column in ("", "TFLOPs", "VRAM"):
+        freed.add_column(column)
+    for row in freed_rows(section):
+        freed.add_row(*row)
+    console.print(freed)
+    more = section["morePodsPlaced"]
+    console.print(
+        f"Right-sized, {after['placed']} pods are placed instead of {before['placed']} "
+        f"({more:+d}); {after['pending']} instead of {before['pending']} pending at the end."
+    )
 
 
 def _placement_mode(value: str | None) -> PlacementMode | None:
@@ -191,6 +233,14 @@ def simulate(
             "are left out and pods still running or waiting are reported so."
         ),
     ] = None,
+    auto_scale: Annotated[
+        bool,
+        typer.Option(
+            help="What-if: run the trace again with each workload's pods at the request the "
+            "autoscaler would give them from their usage profile (the workload file's `usage`), "
+            "and report the capacity freed and how many more pods fit."
+        ),
+    ] = False,
     verify_fast_path: Annotated[
         bool,
         typer.Option(
@@ -218,7 +268,7 @@ def simulate(
             placement_mode, tflops_oversell_ratio, vram_expand_to_host_mem,
             vram_expand_to_host_disk, no_oversubscription, pool,
         )  # fmt: skip
-        inputs = simulation_inputs(cluster, workload, openb, inflate, seed)
+        inputs = simulation_inputs(cluster, workload, openb, inflate, seed, auto_scale)
         cluster_file, trace = inputs.cluster, inputs.workload
         if pool is not None and pool not in {p.name for p in cluster_file.pools}:
             raise InputError(f"--pool: invalid value {pool!r}: no such pool in {inputs.source}")
@@ -226,20 +276,21 @@ def simulate(
             overrides, sample_interval, not no_alerts, metrics_db, verify_fast_path,
             _horizon(until),
         )  # fmt: skip
-        total = sum(e.replicas for e in trace.workloads)
+        total = sum(e.replicas for e in trace.workloads) * (2 if auto_scale else 1)
         if quiet:
-            report = inputs.run(options, None)
+            report = inputs.run(options, None, auto_scale)
         elif not console.is_terminal:
-            report = inputs.run(options, ProgressLines(sys.stderr.write))
+            report = inputs.run(options, ProgressLines(sys.stderr.write), auto_scale)
         elif total >= PROGRESS_THRESHOLD:
             with Progress(
                 TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                 console=console, transient=True,
             ) as bar:  # fmt: skip
                 task = bar.add_task("pods", total=total)
-                report = inputs.run(options, lambda done, _: bar.update(task, completed=done))
+                report = inputs.run(options, lambda done, _: bar.update(task, completed=done),
+                                    auto_scale)  # fmt: skip
         else:
-            report = inputs.run(options, None)
+            report = inputs.run(options, None, auto_scale)
     except InputError as exc:
         if debug:
             raise
@@ -248,6 +299,8 @@ def simulate(
         print_report(report, console)
         if "inflation" in report:
             _print_inflation(report["inflation"], console)
+        if "rightSizing" in report:
+            print_right_sizing(report["rightSizing"], console)
     if output is not None:
         output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         console.print(f"report written to {escape(str(output))}")

@@ -9,8 +9,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tensorfusion.domain.allocator.quota_status import quota_spec_problems
+from tensorfusion.domain.autoscaling.settings import AutoScaleConfigError, parse_auto_set
 from tensorfusion.domain.model import Oversubscription, unknown_fields
 from tensorfusion.domain.model.quota import GPUResourceQuotaSpec, QuotaSingle, QuotaTotal
+from tensorfusion.domain.model.scheduling import VerticalScalingRule
 from tensorfusion.domain.quantities import QuantityError, parse_quantity
 from tensorfusion.domain.vocabulary import GPUPhase, IsolationPolicy, PlacementMode
 from tensorfusion.sim.input_errors import load_model
@@ -96,6 +98,10 @@ class PoolSpec(_Strict):
     default_qos: Literal["low", "medium", "high", "critical"] | None = Field(
         None, alias="defaultQoS"
     )
+    vertical_scaling_rules: list[VerticalScalingRule] = Field(
+        default_factory=list, alias="verticalScalingRules"
+    )
+    """The SchedulingConfigTemplate's rules: read by the right-sizing what-if (`--auto-scale`)."""
 
 
 class GPUOverride(_Strict):
@@ -241,6 +247,13 @@ def _model_sections_hold(cluster: ClusterFile) -> None:
         if over is not None:
             where = f"pools[{i}] ({pool.name}).capacityConfig.oversubscription."
             problems += [f"{where}{path}: unknown field" for path in unknown_fields(over)]
+        for j, rule in enumerate(pool.vertical_scaling_rules):
+            where = f"pools[{i}] ({pool.name}).verticalScalingRules[{j}]."
+            problems += [f"{where}{path}: unknown field" for path in unknown_fields(rule)]
+            try:
+                parse_auto_set(rule.auto_scaling.auto_set_resources if rule.auto_scaling else None)
+            except AutoScaleConfigError as exc:
+                problems.append(f"{where}autoScaling.autoSetResources.{exc}")
     for i, quota in enumerate(cluster.quotas):
         where = f"quotas[{i}] ({quota.namespace})"
         for section in ("total", "single"):

@@ -79,7 +79,8 @@ def _pool(pool: PoolSpec) -> tuple[GPUPool, SchedulingConfigTemplate]:
         SchedulingConfigTemplate,
         {"apiVersion": API_VERSION, "kind": "SchedulingConfigTemplate",
          "metadata": {"name": _template_name(pool.name)},
-         "spec": {"placement": {"mode": pool.placement_mode.value}}},
+         "spec": {"placement": {"mode": pool.placement_mode.value},
+                  "verticalScalingRules": [to_wire(r) for r in pool.vertical_scaling_rules]}},
     )  # fmt: skip
     return gpu_pool, template
 

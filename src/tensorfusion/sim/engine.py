@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Any
 
-from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError
+from tensorfusion.domain.admission.dry_run import PodPreparer, PreparationError, PreparedPod
 from tensorfusion.domain.allocation_request import AllocationRequest
 from tensorfusion.domain.scheduling.decision import decide, decide_indexed
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
@@ -69,6 +69,8 @@ class SimPod:
     attempts: int = 0
     native: bool = False
     """A native pod (no TensorFusion label)."""
+    entry_index: int = 0
+    """Its entry's index in the workload file."""
 
     @property
     def key(self) -> str:
@@ -94,7 +96,8 @@ class Simulation:
 
     `until` ends the run at that simulated time (later arrivals are left out); `full_retry`
     retries every waiting pod against every node on each departure (the reference the
-    queueing hints of `WaitingPods` must equal).
+    queueing hints of `WaitingPods` must equal); `resize` gives the request an admitted pod
+    is placed with (the right-sizing what-if), instead of the one admission gave.
     """
 
     cluster: VirtualCluster
@@ -107,6 +110,7 @@ class Simulation:
     verify_fast_path: bool = False
     until: float | None = None
     full_retry: bool = False
+    resize: Callable[[SimPod, PreparedPod], AllocationRequest] | None = None
     pods: list[SimPod] = field(default_factory=list)
     _queue: list[tuple[float, int, int, int]] = field(default_factory=list)
     _seq: int = 0
@@ -181,7 +185,7 @@ class Simulation:
 
     def _load_trace(self) -> None:
         horizon = math.inf if self.until is None else self.until
-        for entry in self.workload.workloads:
+        for number, entry in enumerate(self.workload.workloads):
             namespace = entry.namespace
             for i, name in enumerate(entry.pod_names()):
                 arrival = entry.arrival + i * entry.interval
@@ -196,6 +200,7 @@ class Simulation:
                     duration=entry.duration,
                     manifest=entry.pod,
                     native=is_native(entry.pod),
+                    entry_index=number,
                 )
                 self.pods.append(pod)
                 self._push(pod.arrival, _Event.ARRIVAL, len(self.pods) - 1)
@@ -222,11 +227,12 @@ class Simulation:
             pod.outcome = PodOutcome.REJECTED
             pod.message = str(exc)
             return
-        pod.request = prepared.request
+        request = prepared.request if self.resize is None else self.resize(pod, prepared)
+        pod.request = request
         pod.warnings = prepared.warnings
         requirements = self.native.add_pod(pod.uid, prepared.pod)
         if not self._try_place(index, now, None):
-            self._waiting.add(index, prepared.request, requirements)
+            self._waiting.add(index, request, requirements)
 
     def _try_place(self, index: int, now: float, allowed: Collection[str] | None) -> bool:
         """Decide for one pod among `allowed` nodes (None: all) and place it if it fits."""

@@ -7,7 +7,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tensorfusion.adapters.package_data import console_asset
+from tensorfusion.domain.annotation_values import parse_tflops_milli, parse_vram_bytes
 from tensorfusion.sim.report_charts import Series, line_chart_svg
+from tensorfusion.sim.right_sizing_view import (
+    OUTCOME_ROWS,
+    freed_rows,
+    plan_name,
+    plan_notes,
+    sized_text,
+)
 
 __all__ = ["render_html"]
 
@@ -68,6 +77,65 @@ def _table(rows: list[tuple[str, Any]]) -> str:
     return f"<table>{body}</table>"
 
 
+def _grid(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _right_sizing(section: dict[str, Any]) -> str:
+    """The what-if of `--auto-scale`: requests before and after, outcomes, capacity given back."""
+    before, after = section["baseline"], section["rightSized"]
+    workloads = [
+        (plan_name(p), p["pods"], p["settings"], sized_text(p, "tflops"),
+         sized_text(p, "vram"), plan_notes(p))
+        for p in section["workloads"]
+    ]  # fmt: skip
+    outcome = [
+        (label, f"{before[k]}{unit}", f"{after[k]}{unit}") for label, k, unit in OUTCOME_ROWS
+    ]
+    return (
+        "<h2>Right-sizing what-if</h2>"
+        f"<p>{html.escape(section['model'])}</p><h3>Per-GPU request (limit)</h3>"
+        + _grid(("workload", "pods", "settings", "TFLOPs", "VRAM", "note"), workloads)
+        + "<h3>The trace as given and right-sized</h3>"
+        + _grid(("", "as given", "right-sized"), outcome)
+        + "<h3>Capacity given back by the pods the trace placed</h3>"
+        + _grid(("", "TFLOPs", "VRAM"), freed_rows(section))
+    )
+
+
+def _meter(rows: Sequence[tuple[str, float, str, str]]) -> str:
+    """Capacity bars (label, value, shown text, kind) on one scale, with the markup and the
+    `.meter` classes of the web console's stylesheet (console.css, `meter()` in console.js)."""
+    top = max([value for _, value, _, _ in rows] + [1e-12])
+    cells = "".join(
+        f'<span class="label">{html.escape(label)}</span><div class="track">'
+        f'<div class="fill {kind}" style="width:{min(100.0, 100 * value / top):.2f}%"></div>'
+        f'</div><span class="value">{html.escape(shown)}</span>'
+        for label, value, shown, kind in rows
+    )
+    return f'<div class="meter">{cells}</div>'
+
+
+def _pool_meters(pool: dict[str, Any]) -> str:
+    """Physical and virtual capacity against the peak allocated, for TFLOPs and VRAM."""
+    out = []
+    for key, unit, parse in (("tflops", "TFLOPs", parse_tflops_milli),
+                             ("vram", "VRAM", parse_vram_bytes)):  # fmt: skip
+        peak_text = (pool.get("peakAllocated") or {}).get(key, "0")
+        texts = (str(pool["physical"][key]), str(pool["virtual"][key]), str(peak_text))
+        physical, virtual, peak = (float(parse(t)) for t in texts)
+        out.append(f"<p>{unit}</p>" + _meter([
+            ("physical", physical, texts[0], "physical"),
+            ("virtual", virtual, texts[1], "virtual"),
+            ("peak allocated", peak, texts[2], "over" if peak > physical else "allocated"),
+        ]))  # fmt: skip
+    return "".join(out)
+
+
 def render_html(report: dict[str, Any]) -> str:
     """The report as one HTML page: summary tables and utilisation plots."""
     timeline = report["timeline"]
@@ -84,7 +152,7 @@ def render_html(report: dict[str, Any]) -> str:
             ("physical TFLOPs / VRAM", f"{p['physical']['tflops']} / {p['physical']['vram']}"),
             ("virtual TFLOPs / VRAM", f"{p['virtual']['tflops']} / {p['virtual']['vram']}"),
             ("oversubscription", json.dumps(p["oversubscription"])),
-        ])
+        ]) + _pool_meters(p)
         for p in report["pools"]
     )  # fmt: skip
     alerts = "".join(
@@ -94,7 +162,8 @@ def render_html(report: dict[str, Any]) -> str:
     )
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>TensorFusion simulation</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        f"<style>{(console_asset('console.css') or b'').decode()}</style>"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;width:auto}"
         "th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}"
         "figure.chart{margin:0}figure.chart svg{max-width:100%;height:auto}</style></head><body>"
         "<h1>TensorFusion simulation report</h1>"
@@ -104,6 +173,7 @@ def render_html(report: dict[str, Any]) -> str:
                           _PERCENT_KEYS, "% of capacity", 100)
         + _timeline_chart("pods", "Pods", timeline, _POD_KEYS, "pods", float(top_pods))
         + (_inflation_chart(report["inflation"]) if "inflation" in report else "")
+        + (_right_sizing(report["rightSizing"]) if "rightSizing" in report else "")
         + f"<h2>Pools</h2>{pools}<h2>Alerts</h2><ul>{alerts or '<li>none</li>'}</ul>"
         "</body></html>"
     )  # fmt: skip

@@ -18,6 +18,8 @@ __all__ = [
     "MAX_OPENB_FILE_BYTES",
     "MAX_OPENB_NODES",
     "MAX_TRACE_PODS",
+    "MAX_USAGE_FRACTION",
+    "MAX_USAGE_POINTS",
     "POD_MANIFEST_LIMITS",
     "WORKLOAD_FILE_LIMITS",
     "too_many",
@@ -37,6 +39,13 @@ WORKLOAD_FILE_LIMITS: Final = DocumentLimits(max_bytes=8 * MiB)
 MAX_TRACE_PODS: Final = 200_000
 """Pods of one trace in total (replicas summed over the entries, or openb tasks drawn).
 The openb inflation at 1.3 is 10,813 pods, at the largest factor (10) about 83,000."""
+
+MAX_USAGE_POINTS: Final = 1_000
+"""Points of one usage profile (per entry and resource): a day at one point every 90 s."""
+
+MAX_USAGE_FRACTION: Final = 10.0
+"""The largest fraction of its request a usage profile may give: above 1 a pod uses more than
+it asked (up to its limit); ten times is as far as a limit-to-request ratio usefully goes."""
 
 MAX_CLUSTER_NODES: Final = 10_000
 """Nodes of one cluster in total (replicas summed); the openb cluster has 1,213."""

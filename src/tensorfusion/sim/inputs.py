@@ -11,6 +11,7 @@ from typing import Any, Final
 from tensorfusion.sim.cluster_file import ClusterFile, load_cluster
 from tensorfusion.sim.input_errors import InputError
 from tensorfusion.sim.openb import OpenbRun, load_openb
+from tensorfusion.sim.right_sizing import run_with_right_sizing
 from tensorfusion.sim.runner import SimulationOptions, run_openb, run_simulation
 from tensorfusion.sim.workload_file import WorkloadFile, load_workload
 
@@ -32,10 +33,16 @@ class TraceSimulation:
     openb: OpenbRun | None = None
     inflation: tuple[float, int] | None = None
 
-    def run(self, options: SimulationOptions, progress: Progress | None) -> dict[str, Any]:
-        """Simulate and return the report."""
+    def run(
+        self, options: SimulationOptions, progress: Progress | None, auto_scale: bool = False
+    ) -> dict[str, Any]:
+        """Simulate and return the report; `auto_scale` adds the right-sizing what-if
+        (`rightSizing`), its progress counting twice the pods."""
         if self.openb is not None:
             return run_openb(self.openb, self.source, options, progress, self.inflation)
+        if auto_scale:
+            return run_with_right_sizing(self.cluster, self.workload, self.source, options,
+                                         progress)  # fmt: skip
         return run_simulation(self.cluster, self.workload, self.source, options, progress)
 
 
@@ -45,8 +52,12 @@ def simulation_inputs(
     openb: tuple[Path, Path] | None,
     inflate: float | None,
     seed: int | None,
+    auto_scale: bool = False,
 ) -> TraceSimulation:
     """Load the inputs the flags name; InputError on a bad combination or bad file."""
+    if openb is not None and auto_scale:
+        raise InputError("--auto-scale: not with --openb (the openb trace carries no usage "
+                         "profiles to right-size from)")  # fmt: skip
     if openb is None:
         if inflate is not None or seed is not None:
             flag = "--inflate" if inflate is not None else "--seed"

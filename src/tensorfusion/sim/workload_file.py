@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tensorfusion.domain.autoscaling.settings import AutoScaleConfigError, parse_auto_set
 from tensorfusion.domain.bounded_documents import annotations_size_problem
-from tensorfusion.domain.durations import DurationError, parse_go_duration
+from tensorfusion.domain.model import unknown_fields
+from tensorfusion.domain.model.autoscaling import AutoScalingConfig
 from tensorfusion.domain.object_views import namespace_of
 from tensorfusion.domain.scheduling.native.pod_shape import pod_shape_problem
 from tensorfusion.sim.input_errors import load_model
 from tensorfusion.sim.input_limits import MAX_TRACE_PODS, WORKLOAD_FILE_LIMITS, too_many
-from tensorfusion.sim.native_pods import gpu_request_problem
+from tensorfusion.sim.native_pods import gpu_request_problem, is_native
+from tensorfusion.sim.seconds import parse_seconds
+from tensorfusion.sim.usage_profiles import UsageSpec
 
 __all__ = [
     "TraceEntry",
@@ -26,28 +28,10 @@ __all__ = [
 ]
 
 
-_PLAIN_SECONDS: Final = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
-
-
-def parse_seconds(value: Any) -> float:
-    """Seconds from a number or a Go duration text such as `90s`, `5m`, `1h30m`."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"not a duration (examples: 90, 30s, 5m, 1h30m): {value!r}")
-    if isinstance(value, str):
-        text = value.strip()
-        if _PLAIN_SECONDS.fullmatch(text):
-            return float(text)
-        try:
-            return parse_go_duration(text) / 1e9
-        except DurationError:
-            raise ValueError(f"not a duration (examples: 90, 30s, 5m, 1h30m): {value!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"must be a finite number of seconds >= 0: {value!r}")
-    return float(value)
-
-
 class TraceEntry(BaseModel):
-    """`replicas` copies of a pod, `interval` apart from `arrival`, each running `duration`."""
+    """`replicas` copies of a pod, `interval` apart from `arrival`, each running `duration`;
+    `usage` (what they use of their request) and `autoScalingConfig` (as the workload's spec
+    holds it) feed the right-sizing what-if."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -57,6 +41,8 @@ class TraceEntry(BaseModel):
     duration: float = 3600.0
     replicas: int = Field(1, ge=1, le=100000)
     pod: dict[str, Any]
+    usage: UsageSpec | None = None
+    auto_scaling_config: AutoScalingConfig | None = Field(None, alias="autoScalingConfig")
 
     @field_validator("arrival", "interval", "duration", mode="before")
     @classmethod
@@ -71,11 +57,34 @@ class TraceEntry(BaseModel):
             raise ValueError(problem)
         return pod
 
+    @field_validator("auto_scaling_config")
+    @classmethod
+    def _settings(cls, config: AutoScalingConfig | None) -> AutoScalingConfig | None:
+        if config is None:
+            return None
+        unknown = unknown_fields(config)
+        if unknown:
+            raise ValueError("; ".join(f"{path}: unknown field" for path in unknown))
+        try:
+            parse_auto_set(config.auto_set_resources)
+        except AutoScaleConfigError as exc:
+            raise ValueError(f"autoSetResources.{exc}") from None
+        return config
+
     @model_validator(mode="after")
     def _native_cards(self) -> TraceEntry:
         problem = gpu_request_problem(self.pod)
         if problem is not None:
             raise ValueError(f"entry {self.name!r}: pod.{problem}")
+        return self
+
+    @model_validator(mode="after")
+    def _right_sized_kind(self) -> TraceEntry:
+        given = "usage" if self.usage is not None else "autoScalingConfig"
+        if (self.usage is not None or self.auto_scaling_config is not None) and is_native(self.pod):
+            raise ValueError(f"entry {self.name!r}: {given}: only TensorFusion pods are "
+                             "right-sized, and this pod is an ordinary one (no label "
+                             "tensor-fusion.ai/enabled: \"true\")")  # fmt: skip
         return self
 
     def pod_names(self) -> list[str]:

@@ -216,6 +216,9 @@ async def test_a_reload_applies_to_the_running_term_and_a_removed_rule_resolves(
             lambda: any(n.rule == "Added" and n.resolved for _, n in harness.targets[0].received),
             "the removed rule's alert resolved",
         )
+        # The console's "recently resolved": the resolution is kept in /api/alerts' history.
+        [resolved] = service.alerts_body(Process())["history"]
+        assert resolved["rule"] == "Added" and resolved["endsAt"] >= resolved["startsAt"]
     finally:
         work.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -18,6 +18,7 @@ from tensorfusion.domain.scheduling.native import NativePlugins
 from tensorfusion.domain.scheduling.native.cluster_view import NativeCluster
 from tensorfusion.domain.scheduling.scheduler_config import read_scheduler_settings
 from tensorfusion.domain.vocabulary import IsolationPolicy
+from tensorfusion.domain.workloads_view import RecentUsage
 from tensorfusion.sim.cluster_file import load_cluster
 from tensorfusion.sim.virtual_cluster import VirtualCluster
 
@@ -75,7 +76,9 @@ class FakeBackend:
     policy: IsolationPolicy = IsolationPolicy.DYNAMIC
     counter: PodIndexCounter = field(default_factory=PodIndexCounter)
     alerts: Mapping[str, Any] = field(default_factory=dict)
-    scaling: Mapping[tuple[str, str], Any] = field(default_factory=dict)
+    workloads: list[Mapping[str, Any]] = field(default_factory=list)
+    usage: Mapping[tuple[str, str], RecentUsage] | None = None
+    usage_error: str = ""
     config: Mapping[str, Any] = field(default_factory=dict)
     own_account: str = OWN_ACCOUNT
     tokens: dict[str, TokenReviewResult] = field(default_factory=dict)
@@ -117,8 +120,11 @@ class FakeBackend:
     def alerts_status(self) -> Mapping[str, Any]:
         return self.alerts
 
-    def workload_scaling(self) -> Mapping[tuple[str, str], Any]:
-        return self.scaling
+    def workload_objects(self) -> Sequence[Mapping[str, Any]]:
+        return self.workloads
+
+    async def recent_usage(self) -> tuple[Mapping[tuple[str, str], RecentUsage] | None, str]:
+        return self.usage, self.usage_error
 
     def config_status(self) -> Mapping[str, Any]:
         return self.config

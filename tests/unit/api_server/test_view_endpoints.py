@@ -19,7 +19,6 @@ from tensorfusion.api_server import (
 )
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.snapshot import allocation_view, nodes_view, pools_view
-from tensorfusion.domain.autoscaling.status_view import scaling_views
 
 from .fakes import GENERATED_AT, FakeBackend, spec_inputs
 
@@ -87,7 +86,7 @@ async def test_allocation_shows_what_the_autoscaler_recommends(
             ],
         },
     }
-    backend.scaling = scaling_views([workload, {"metadata": {"name": "quiet"}, "status": {}}])
+    backend.workloads = [workload, {"metadata": {"name": "quiet"}, "status": {}}]
     [entry] = (await json_of(await client.get(ALLOCATION_PATH)))["allocations"]
     assert entry["request"] != entry["autoScaling"]["recommended"]["requests"]
     assert entry["autoScaling"] == {

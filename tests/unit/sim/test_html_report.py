@@ -27,6 +27,7 @@ REPORT: dict[str, Any] = {
     "pools": [
         {"name": "pool-a", "placementMode": "CompactFirst", "nodes": 1, "gpus": 2,
          "physical": {"tflops": 100, "vram": "80Gi"}, "virtual": {"tflops": 100, "vram": "80Gi"},
+         "peakAllocated": {"tflops": "25", "vram": "100Gi"},
          "oversubscription": {"tflopsOversellRatio": 1}},
     ],
     "alerts": [],
@@ -183,3 +184,12 @@ def test_the_charts_ignore_and_keep_the_global_matplotlib_settings() -> None:
         before = dict(matplotlib.rcParams)
         assert render_html(REPORT) == page
         assert dict(matplotlib.rcParams) == before
+
+
+def test_pools_are_drawn_with_the_consoles_capacity_meters() -> None:
+    page = render_html(copy.deepcopy(REPORT))
+    assert ".meter .fill.over" in page  # the console's stylesheet, embedded
+    assert '<div class="fill allocated" style="width:25.00%">' in page  # 25 of 100 TFLOPs
+    # 100Gi peak over 80Gi physical: drawn as oversubscribed, the longest bar of its meter.
+    assert '<div class="fill over" style="width:100.00%">' in page
+    assert '<div class="fill physical" style="width:80.00%">' in page
