@@ -208,9 +208,23 @@ class AllocatorState:
         else:
             self.clear(f"GPU {event.key.name}")
         if mapped.state.node:
+            new = mapped.state.name not in allocator.gpus
             allocator.upsert_gpu(mapped.state)
+            if new:
+                self._charge_new_gpu(mapped.state.name)
         else:
             allocator.remove_gpu(mapped.state.name)
+
+    def _charge_new_gpu(self, gpu: str) -> None:
+        """Restore again the live workers whose `gpu-ids` name `gpu` but whose records were
+        made before it was known (a worker restored before its GPU object appeared), so the
+        GPU is charged for them from the start."""
+        assert self.allocator is not None
+        for pod in self.caches.pods.list():
+            record = self.allocator.records.get(uid_of(pod))
+            if (record is not None and gpu not in record.gpus and not _ended(pod)
+                    and gpu in worker_gpu_ids(pod)):  # fmt: skip
+                self._restore(pod)
 
     def on_pool_or_template(self, event: InformerEvent) -> None:
         """A GPUPool or SchedulingConfigTemplate changed: re-read every pool's settings."""

@@ -111,6 +111,20 @@ def test_pod_events_release_restore_and_free_the_index() -> None:
     assert allocator.records == {}
 
 
+def test_a_worker_restored_before_its_gpu_is_charged_when_the_gpu_appears() -> None:
+    gpus = FakeCache(gpu("a1"))
+    pods = FakeCache(worker("p6", "a1,a2", "Running"), worker("p7", "a1", "Running"))
+    state = state_with(gpus=gpus, pods=pods)
+    state.recover()
+    allocator = state.allocator
+    assert allocator is not None and allocator.records["uid-p6"].gpus == ("a1",)
+    state.on_gpu(gpus.put(gpu("a2")))  # the agent writes the GPU after the pod was restored
+    assert allocator.records["uid-p6"].gpus == ("a1", "a2")
+    assert allocator.gpus["a2"].available_tflops == TFLOPS_312 - 100_000
+    assert allocator.gpus["a1"].available_tflops == TFLOPS_312 - 200_000  # charged once each
+    assert allocator.records["uid-p7"].gpus == ("a1",)
+
+
 def test_an_assumption_is_never_released_by_its_pod_before_bind() -> None:
     pods = FakeCache()
     state = state_with(gpus=FakeCache(gpu("a1")), pods=pods)
