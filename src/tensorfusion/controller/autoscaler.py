@@ -3,14 +3,15 @@ TensorFusionWorkloads from measured usage.
 
 Every `TICK_S` it looks at each workload whose config in force (`resolve_config`) enables
 `autoSetResources`, and for those past `initialDelayPeriod` since creation and `interval` since
-their last round: one store query per (window, percentiles) gives their usage percentiles
-(`usage_query`), `recommend` says what their per-GPU request and limit should be, and a change
-is applied in place to every worker pod of the workload: the allocator re-charges the record on
-the same GPUs (a dry run for every pod first: if one does not fit, none is resized, an Event
-`ResizeDoesNotFit` says why, nothing is evicted), then each pod's request and limit annotations
-are patched (so a new leader recovers the new values) and the GPU status follows through the
-status write-back. The workload's `status.recommendation` holds the last recommendation with its
-reason and time, and its condition `AutoScaled` the last outcome.
+their last round: their usage percentiles come from the leader's usage histograms
+(`UsageHistories`: filled once a term from the store with aggregated rows, then each round from
+the rows written since the last), `recommend` says what their per-GPU request and limit should
+be, and a change is applied in place to every worker pod of the workload: the allocator
+re-charges the record on the same GPUs (a dry run for every pod first: if one does not fit, none
+is resized, an Event `ResizeDoesNotFit` says why, nothing is evicted), then each pod's request
+and limit annotations are patched (so a new leader recovers the new values) and the GPU status
+follows through the status write-back. The workload's `status.recommendation` holds the last
+recommendation with its reason and time, and its condition `AutoScaled` the last outcome.
 
 Cron scaling rules come first: while one is in force (`active_cron_rule`), the workload's
 resources are its `desiredResources` (applied the same way, the rule kept in
@@ -18,10 +19,11 @@ resources are its `desiredResources` (applied the same way, the rule kept in
 `spec.resources` come back and the field is cleared. Overlapping rules change nothing and are
 reported (`CronRuleRefused`).
 
-A store that cannot answer changes nothing: the round's workloads get `AutoScaled=False` with
-reason `MetricsUnavailable`, and the next round tries again. A bad config gets reason
-`InvalidConfig` naming the field. Nothing here ends the leader: a failing workload is logged and
-retried at its next round.
+A store that cannot answer (a fill or the round's read of new rows) changes nothing: the round's
+workloads get `AutoScaled=False` with reason `MetricsUnavailable`, the histories keep what they
+held, and the next round reads again from the same cut, so no change is made on a history with
+a gap. A bad config gets reason `InvalidConfig` naming the field. Nothing here ends the leader:
+a failing workload is logged and retried at its next round.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from tensorfusion.adapters.kube.events import EventSink, InvolvedObject
-from tensorfusion.adapters.tsdb.store import MetricsStore, StoreError
+from tensorfusion.adapters.tsdb.store import MetricsStore, StoreError, StoreQueryError
 from tensorfusion.controller.allocator_state import AllocatorState
 from tensorfusion.controller.external_scaler import ExternalScalerCalls, ExternalScalerError
 from tensorfusion.controller.fenced_writes import FencedWriter
@@ -62,11 +64,20 @@ from tensorfusion.domain.autoscaling.settings import (
     AutoSetSettings,
     parse_auto_set,
 )
+from tensorfusion.domain.autoscaling.usage_history import (
+    OVERLAP_MS,
+    UsageHistories,
+    WorkloadHistory,
+    fill_rows,
+    fill_spans,
+)
 from tensorfusion.domain.autoscaling.usage_query import (
-    PercentileSet,
+    MAX_FILL_ROWS,
+    MAX_RECENT_ROWS,
     WorkloadUsage,
-    parse_usage,
-    usage_query,
+    fill_query,
+    percentile_set,
+    recent_query,
 )
 from tensorfusion.domain.model.autoscaling import AutoScalingConfig, CronScalingRule
 from tensorfusion.domain.model.scheduling import VerticalScalingRule
@@ -80,6 +91,7 @@ __all__ = ["SCALED", "Autoscaler", "WorkloadOutcome"]
 _log = logging.getLogger(__name__)
 TICK_S: Final = 10.0
 QUERY_TIMEOUT_S: Final = 20.0
+OVERLAP_S: Final = OVERLAP_MS / 1000
 SCALED: Final = "AutoScaled"
 RESIZED: Final = "Resized"
 DOES_NOT_FIT: Final = "ResizeDoesNotFit"
@@ -159,7 +171,11 @@ def _annotations(requests: ResourceAmount, limits: ResourceAmount) -> dict[str, 
 
 
 def _pair(usage: WorkloadUsage | None) -> tuple[UsagePercentiles | None, UsagePercentiles | None]:
-    return (usage.compute, usage.vram) if usage is not None else (None, None)
+    """Each resource's usage; None for one without samples."""
+    if usage is None:
+        return None, None
+    return (usage.compute if usage.compute.samples else None,
+            usage.vram if usage.vram.samples else None)  # fmt: skip
 
 
 def _summary(found: Recommendation) -> str:
@@ -188,11 +204,14 @@ class Autoscaler:
     last_round: dict[tuple[str, str], float] = field(default_factory=dict)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     """Pool -> `total_scale_up_cnt` / `total_scale_down_cnt` -> resizes this term."""
+    histories: UsageHistories = field(default_factory=UsageHistories)
+    """The usage histories of this term (filled from its store)."""
 
     async def run(self) -> None:
         """Rounds every `tick_s` until cancelled (waits for the term's store first)."""
         store = await self.store()
         self.counts.clear()  # this term's store seeds the counters; count from there
+        self.histories.reset()  # and fills the histories
         while True:
             try:
                 await self.round(store)
@@ -200,8 +219,13 @@ class Autoscaler:
                 _log.exception("autoscaler round failed; retried at the next tick")
             await asyncio.sleep(self.tick_s)
 
-    def _due(self, now: float) -> tuple[list[_Due], list[WorkloadOutcome]]:
+    def _due(
+        self, now: float
+    ) -> tuple[list[_Due], list[WorkloadOutcome], dict[tuple[str, str], float]]:
+        """The due workloads, the outcomes of bad configs, and the history window of every
+        workload a recommendation or an external scaler is enabled for."""
         due, outcomes = [], []
+        windows: dict[tuple[str, str], float] = {}
         workers: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
         for pod in self.pods.list():
             workload_label = labels_of(pod).get(KEYS.workload)
@@ -228,6 +252,8 @@ class Autoscaler:
             except (ValidationError, AutoScaleConfigError) as error:
                 outcomes.append(WorkloadOutcome(key, "InvalidConfig", str(error)[:500]))
                 continue
+            if settings.enable or external is not None:
+                windows[key] = settings.history_data_period_s
             cron = [rule for rule in config.cron_scaling_rules if rule.enable]
             created = parse_rfc3339(str((workload.get("metadata") or {}).get(
                 "creationTimestamp") or "")) or now  # fmt: skip
@@ -243,13 +269,14 @@ class Autoscaler:
                             and since >= settings.interval_s)  # fmt: skip
             if auto_due or external is not None or cron or active:
                 due.append(_Due(workload, settings, auto_due, external, pods, cron))
-        return due, outcomes
+        return due, outcomes, windows
 
     async def round(self, store: MetricsStore) -> list[WorkloadOutcome]:
         """One round over every due workload; what it did to each."""
         now = self.clock()
-        due, outcomes = self._due(now)
-        groups: dict[tuple[int, PercentileSet], list[_Due]] = {}
+        due, outcomes, windows = self._due(now)
+        self.histories.keep_only(windows)
+        sized: list[_Due] = []
         for item in due:
             try:
                 cron = await self._cron(item, now)
@@ -257,42 +284,96 @@ class Autoscaler:
                 cron = self._failed(item, error)
             if cron is not None:
                 outcomes.append(cron)
-                continue
-            s = item.settings
-            if not item.sized:
-                continue
-            percentiles = PercentileSet(
-                (s.lower_bound_compute_percentile, s.target_compute_percentile,
-                 s.upper_bound_compute_percentile),
-                (s.lower_bound_vram_percentile, s.target_vram_percentile,
-                 s.upper_bound_vram_percentile),
-            )  # fmt: skip
-            groups.setdefault((int(s.history_data_period_s), percentiles), []).append(item)
-        for (window, percentiles), items in groups.items():
+            elif item.sized:
+                sized.append(item)
+        try:
+            usage = await self.read_usage(store, sized, now)
+        except StoreError as error:
+            outcomes += [WorkloadOutcome(item.key, "MetricsUnavailable",
+                                         f"the metrics store cannot answer ({error}); "
+                                         "nothing changed") for item in sized]  # fmt: skip
+            sized = []
+            usage = {}
+        for item in sized:
+            key = item.key
+            self.last_round[key] = now
             try:
-                answer = await store.query(usage_query(store.dialect, window, percentiles),
-                                           QUERY_TIMEOUT_S)  # fmt: skip
-            except StoreError as error:
-                for item in items:
-                    outcomes.append(WorkloadOutcome(
-                        item.key, "MetricsUnavailable",
-                        f"the metrics store cannot answer ({error}); nothing changed"))  # fmt: skip
-                continue
-            usage = parse_usage(answer.mappings())
-            for item in items:
-                key = item.key
-                self.last_round[key] = now
-                try:
-                    if item.external is not None:
-                        summary = UsageSummary(window, percentiles, *_pair(usage.get(key)))
-                        outcomes.append(await self._external(item, item.external, summary, now))
-                    else:
-                        outcomes.append(await self._one(item, usage.get(key)))
-                except Exception as error:  # one workload never stops the others
-                    outcomes.append(self._failed(item, error))
+                if item.external is not None:
+                    found = usage.get(key)
+                    summary = UsageSummary(item.settings.history_data_period_s,
+                                           percentile_set(item.settings),
+                                           *_pair(found))  # fmt: skip
+                    outcomes.append(await self._external(item, item.external, summary, now))
+                else:
+                    outcomes.append(await self._one(item, usage.get(key)))
+            except Exception as error:  # one workload never stops the others
+                outcomes.append(self._failed(item, error))
         for outcome in outcomes:
             await self._report(outcome, now)
         return outcomes
+
+    async def read_usage(
+        self, store: MetricsStore, items: Sequence[_Due], now: float
+    ) -> dict[tuple[str, str], WorkloadUsage]:
+        """The usage of `items` over their windows, from the histories: the workloads without
+        one are filled first, then every history takes the rows written since the last read.
+        Runs every round (with no item too), so each read stays short. Raises StoreError when
+        the store cannot answer: the histories then keep what they held, and nothing is
+        decided on them this round."""
+        now_ms = int(now * 1000)
+        windows = {item.key: item.settings.history_data_period_s for item in items}
+        for _ in range(2):
+            await self._fill(store, windows, now_ms)
+            if await self._read_recent(store, now_ms):
+                break
+            _log.warning("autoscaler: more than %d new usage rows since the last read; the "
+                         "histories are filled again", MAX_RECENT_ROWS)  # fmt: skip
+            self.histories.reset()
+        else:
+            raise StoreQueryError(f"more than {MAX_RECENT_ROWS} usage rows in {OVERLAP_S:g} s")
+        found = {}
+        for item in items:
+            history = self.histories.workloads.get(item.key)
+            usage = history.usage(percentile_set(item.settings)) if history else None
+            if usage is not None:
+                found[item.key] = usage
+        return found
+
+    async def _fill(
+        self, store: MetricsStore, windows: Mapping[tuple[str, str], float], now_ms: int
+    ) -> None:
+        """Fill the histories `windows` asks for and lacks, one query per slice of each window;
+        a history is kept only once all its slices are in."""
+        for window, keys in self.histories.missing(windows).items():
+            cut = self.histories.fill_cut(now_ms)
+            named = keys if self.histories.workloads else None  # a new term reads them all
+            filling = {key: WorkloadHistory(window, now_ms) for key in keys}
+            for span in fill_spans(window, now_ms, cut):
+                sql = fill_query(store.dialect, start_ms=span.start_ms, end_ms=span.end_ms,
+                                 cut_ms=span.cut_ms, keys=named)  # fmt: skip
+                answer = await store.query(sql, QUERY_TIMEOUT_S)
+                if len(answer.rows) > MAX_FILL_ROWS:
+                    raise StoreQueryError(f"more than {MAX_FILL_ROWS} rows in one usage slice")
+                try:
+                    fill_rows(filling, span, answer.columns, answer.rows)
+                except ValueError as error:
+                    raise StoreQueryError(str(error)) from None
+            self.histories.adopt(filling)
+
+    async def _read_recent(self, store: MetricsStore, now_ms: int) -> bool:
+        """Add the rows written after the cut to the histories; False when there are more than
+        `MAX_RECENT_ROWS` (nothing added)."""
+        cut = self.histories.cut_ms
+        if cut is None or not self.histories.workloads:
+            return True
+        answer = await store.query(recent_query(store.dialect, cut), QUERY_TIMEOUT_S)
+        if len(answer.rows) > MAX_RECENT_ROWS:
+            return False
+        try:
+            self.histories.add_recent(answer.columns, answer.rows, now_ms)
+        except ValueError as error:
+            raise StoreQueryError(str(error)) from None
+        return True
 
     def _current(
         self, pods: Sequence[Mapping[str, Any]]

@@ -1,6 +1,7 @@
-"""The autoscaler round's query on the real embedded store (DuckDB): per workload the sample
-count and the percentiles of its per-GPU TFLOPS and VRAM over the window, older rows left
-out; the GreptimeDB form; a malformed answer read as zeros."""
+"""The autoscaler's queries. The exact one on the real embedded store (DuckDB): per workload the
+sample count and the percentiles of its per-GPU TFLOPS and VRAM over the window, older rows
+left out; the GreptimeDB form; a malformed answer read as zeros. The fill and the new rows: one
+read statement in each dialect, their time bounds, the workloads named only when safe."""
 
 from __future__ import annotations
 
@@ -8,8 +9,17 @@ import time
 from dataclasses import replace
 
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
+from tensorfusion.domain.alerting.read_query import check_read_query
 from tensorfusion.domain.autoscaling.recommendation import percentile
-from tensorfusion.domain.autoscaling.usage_query import PercentileSet, parse_usage, usage_query
+from tensorfusion.domain.autoscaling.usage_query import (
+    MAX_NAMED_WORKLOADS,
+    MAX_RECENT_ROWS,
+    PercentileSet,
+    fill_query,
+    parse_usage,
+    recent_query,
+    usage_query,
+)
 from tensorfusion.domain.metrics.conditions import Dialect
 from tensorfusion.domain.metrics.recorders import WorkerUsageSample, worker_usage_rows
 
@@ -58,3 +68,29 @@ def test_a_malformed_answer_reads_as_zeros() -> None:
                           "v2": -5, "c0": None}])  # fmt: skip
     found = usage[("ml", "w")]
     assert (found.compute.samples, found.compute.target, found.vram.upper) == (0, 0.0, 0.0)
+
+
+def test_the_fill_and_the_new_rows_in_both_dialects_are_one_read_statement() -> None:
+    for dialect in Dialect:
+        fill = fill_query(dialect, start_ms=0, end_ms=3_600_000, cut_ms=1_000,
+                          keys=[("ml", "a"), ("ml", "b"), ("ops", "c")])  # fmt: skip
+        check_read_query(fill)
+        assert "ts >= TIMESTAMP '1970-01-01 00:00:00.000'" in fill
+        assert "ts <= TIMESTAMP '1970-01-01 00:00:01.000'" in fill
+        assert ("((namespace = 'ml' AND workload IN ('a', 'b')) OR (namespace = 'ops' AND "
+                "workload IN ('c')))") in fill  # fmt: skip
+        recent = recent_query(dialect, 1_000)
+        check_read_query(recent)
+        assert "ts > TIMESTAMP '1970-01-01 00:00:01.000'" in recent
+        assert recent.endswith(f"LIMIT {MAX_RECENT_ROWS + 1}")
+    assert "CAST(ts AS BIGINT) / 1000000 AS ts_ms" in recent_query(Dialect.GREPTIME, 0)
+    assert "epoch_ms(ts) AS ts_ms" in recent_query(Dialect.DUCKDB, 0)
+
+
+def test_a_name_that_is_not_a_kubernetes_name_is_never_quoted_into_sql() -> None:
+    sql = fill_query(Dialect.DUCKDB, start_ms=0, end_ms=1, cut_ms=1,
+                     keys=[("ml", "a'); DROP TABLE x; --")])  # fmt: skip
+    assert "DROP" not in sql and "workload IN" not in sql
+    many = [("ml", f"w{i}") for i in range(MAX_NAMED_WORKLOADS + 1)]
+    assert "workload IN" not in fill_query(Dialect.DUCKDB, start_ms=0, end_ms=1, cut_ms=1,
+                                           keys=many)  # fmt: skip

@@ -117,9 +117,9 @@ def test_a_worker_restored_before_its_gpu_is_charged_when_the_gpu_appears() -> N
     state = state_with(gpus=gpus, pods=pods)
     state.recover()
     allocator = state.allocator
-    assert allocator is not None and allocator.records["uid-p6"].gpus == ("a1",)
+    assert allocator is not None and list(allocator.records["uid-p6"].gpus) == ["a1"]
     state.on_gpu(gpus.put(gpu("a2")))  # the agent writes the GPU after the pod was restored
-    assert allocator.records["uid-p6"].gpus == ("a1", "a2")
+    assert list(allocator.records["uid-p6"].gpus) == ["a1", "a2"]
     assert allocator.gpus["a2"].available_tflops == TFLOPS_312 - 100_000
     assert allocator.gpus["a1"].available_tflops == TFLOPS_312 - 200_000  # charged once each
     assert allocator.records["uid-p7"].gpus == ("a1",)

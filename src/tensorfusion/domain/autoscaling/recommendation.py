@@ -2,8 +2,9 @@
 
 Estimator: percentiles of the per-GPU usage samples (`tf_worker_usage`, every worker and GPU of
 the workload) over the last `historyDataPeriod`, no decay: the fields of `autoSetResources` name
-percentiles of a window, and a window is what an operator can check with one query. Per resource
-(TFLOPS, VRAM), when targeted:
+percentiles of a window, and a window is what an operator can check with one query. The leader
+reads them from its usage histograms (`usage_histogram`, `usage_history`), within 5 % of the
+exact `percentile`. Per resource (TFLOPS, VRAM), when targeted:
 
 - target = P_target × (1 + margin), lower = P_lower × (1 + margin),
   upper = P_upper × (1 + margin);
