@@ -4,7 +4,6 @@ admitted with, what its workers hold now on their GPUs, what they used lately (f
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -13,6 +12,7 @@ from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.autoscaling.status_view import scaling_view
 from tensorfusion.domain.metrics.conditions import Dialect, wall_conditions
+from tensorfusion.domain.metrics.rows import positive_number
 from tensorfusion.domain.object_views import name_of, namespace_of
 from tensorfusion.domain.quantities import format_bytes, format_milli
 
@@ -47,21 +47,13 @@ def recent_usage_query(dialect: Dialect, window_s: int = USAGE_WINDOW_S) -> str:
     )
 
 
-def _number(value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if math.isfinite(number) and number > 0 else 0.0
-
-
 def parse_recent_usage(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], RecentUsage]:
     """The answer of `recent_usage_query` by (namespace, workload); a bad value reads as 0."""
     return {
         (str(row.get("namespace") or ""), str(row.get("workload") or "")): RecentUsage(
-            tflops_milli=round(_number(row.get("tflops")) * 1000),
-            vram_bytes=round(_number(row.get("vram"))),
-            samples=int(_number(row.get("samples"))),
+            tflops_milli=round(positive_number(row.get("tflops")) * 1000),
+            vram_bytes=round(positive_number(row.get("vram"))),
+            samples=int(positive_number(row.get("samples"))),
         )
         for row in rows
     }

@@ -13,7 +13,6 @@ Only rows with `usage_known = 1` count. The GreptimeDB forms of `fill_query` and
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from tensorfusion.domain.autoscaling.usage_histogram import (
     VRAM_SCALE,
 )
 from tensorfusion.domain.metrics.conditions import Dialect, wall_conditions
+from tensorfusion.domain.metrics.rows import positive_number
 from tensorfusion.domain.timestamps import format_sql_timestamp
 
 __all__ = [
@@ -187,22 +187,14 @@ def usage_query(dialect: Dialect, window_s: int, percentiles: PercentileSet) -> 
     )
 
 
-def _number(value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return number if math.isfinite(number) and number > 0 else 0.0
-
-
 def parse_usage(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], WorkloadUsage]:
     """The answer by (namespace, workload); a row with a bad value counts that value as 0."""
     found: dict[tuple[str, str], WorkloadUsage] = {}
     for row in rows:
         key = (str(row.get("namespace") or ""), str(row.get("workload") or ""))
-        samples = int(_number(row.get("samples")))
-        c = [_number(row.get(f"c{i}")) * 1000 for i in range(3)]  # TFLOPS -> milli
-        v = [_number(row.get(f"v{i}")) for i in range(3)]
+        samples = int(positive_number(row.get("samples")))
+        c = [positive_number(row.get(f"c{i}")) * 1000 for i in range(3)]  # TFLOPS -> milli
+        v = [positive_number(row.get(f"v{i}")) for i in range(3)]
         found[key] = WorkloadUsage(UsagePercentiles(samples, c[0], c[1], c[2]),
                                    UsagePercentiles(samples, v[0], v[1], v[2]))  # fmt: skip
     return found

@@ -1,11 +1,12 @@
-"""One metric row: table, time, tags and typed fields."""
+"""One metric row: table, time, tags and typed fields; a number read back from the store."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["FieldValue", "MetricRow"]
+__all__ = ["FieldValue", "MetricRow", "positive_number"]
 
 FieldValue = float | int | bool | str
 
@@ -22,3 +23,13 @@ class MetricRow:
     ts_ms: int
     tags: Mapping[str, str]
     fields: Mapping[str, FieldValue]
+
+
+def positive_number(value: object) -> float:
+    """A number the store answered, read leniently: a value that is not a finite positive
+    number (None, text, NaN, a negative) reads as 0."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) and number > 0 else 0.0
