@@ -21,7 +21,10 @@ from lightkube.resources.core_v1 import Event, Secret
 from tensorfusion.adapters.kube.custom_resources import resource_of
 from tensorfusion.domain.annotation_values import parse_tflops_milli
 from tensorfusion.domain.annotations import KEYS
-from tensorfusion.domain.autoscaling.external_scaler import KEY_URL_ANNOTATION
+from tensorfusion.domain.autoscaling.external_scaler import (
+    KEY_NAMESPACES_ANNOTATION,
+    KEY_URL_ANNOTATION,
+)
 
 from ..peer_tls import release_bundle, serving
 from ..standins.external_scaler import ScalerServer
@@ -121,7 +124,8 @@ async def test_an_external_scaler_resizes_with_the_key_of_its_secret(
     key = secrets.token_urlsafe(24)
     await kube.create(Secret(
         metadata=ObjectMeta(name="scaler-key", namespace=namespace,
-                            annotations={KEY_URL_ANNOTATION: url}),
+                            annotations={KEY_URL_ANNOTATION: url,
+                                         KEY_NAMESPACES_ANNOTATION: namespace}),
         stringData={"api-key": key, "ca.crt": (bundle.ca_pem or b"").decode()},
     ))  # fmt: skip
     try:

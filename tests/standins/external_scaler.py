@@ -3,6 +3,8 @@ records each request and its Authorization header and answers what the test set.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import ssl
 from dataclasses import dataclass, field
@@ -21,10 +23,16 @@ class ScalerServer:
     status: int = 200
     seen: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     port: int = 0
+    delay_s: float = 0.0
+    """Seconds to wait before answering (a slow scaler)."""
     _runner: web.AppRunner | None = None
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def _recommend(self, request: web.Request) -> web.Response:
         self.seen.append((request.headers.get("Authorization", ""), await request.json()))
+        if self.delay_s:  # answers late, or when the server stops
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.delay_s)
         return web.Response(status=self.status, text=json.dumps(self.answer),
                             content_type="application/json")  # fmt: skip
 
@@ -43,5 +51,6 @@ class ScalerServer:
 
     async def stop(self) -> None:
         """Stop serving."""
+        self._stopping.set()
         if self._runner is not None:
             await self._runner.cleanup()

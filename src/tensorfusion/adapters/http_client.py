@@ -23,9 +23,9 @@ __all__ = [
 
 HttpClient: TypeAlias = httpx.AsyncClient
 HttpResponse: TypeAlias = httpx.Response
-HTTP_ERRORS: Final[tuple[type[Exception], ...]] = (httpx.HTTPError,)
+HTTP_ERRORS: Final[tuple[type[Exception], ...]] = (httpx.HTTPError, httpx.InvalidURL)
 """What a call through an `HttpClient` raises when the server cannot be reached or answered
-badly (the answer's status alone raises nothing)."""
+badly, or its URL cannot be used (the answer's status alone raises nothing)."""
 
 
 def http_client(timeout_s: float) -> HttpClient:
@@ -43,15 +43,18 @@ async def post_json(
     max_bytes: int,
 ) -> tuple[int, bytes]:
     """POST `body` (JSON) to `url`; the answer's status and at most `max_bytes + 1` bytes of its
-    body. HTTPS is verified against `ca_pem` (the system's trust store without it); redirects
-    are not followed. Raises one of `HTTP_ERRORS`, or ValueError for an unusable `ca_pem`."""
-    verify: ssl.SSLContext | bool = True
-    if ca_pem:
-        try:
+    body. HTTPS is verified against `ca_pem` (the system's trust store, OpenSSL's default
+    paths, without it); redirects are not followed. `timeout_s` bounds each step (connect,
+    each read); the caller bounds the whole call. Raises one of `HTTP_ERRORS`, or ValueError for
+    an unusable `ca_pem`."""
+    try:
+        if ca_pem:
             verify = ssl.create_default_context(cadata=ca_pem.decode("ascii", "replace"))
-        except ssl.SSLError as error:
-            raise ValueError(f"the CA cannot be loaded: {error}") from None
-        verify.minimum_version = ssl.TLSVersion.TLSv1_2
+        else:
+            verify = ssl.create_default_context()
+    except ssl.SSLError as error:
+        raise ValueError(f"the CA cannot be loaded: {error}") from None
+    verify.minimum_version = ssl.TLSVersion.TLSv1_2
     async with (
         httpx.AsyncClient(timeout=timeout_s, verify=verify, follow_redirects=False) as client,
         client.stream("POST", url, content=body,

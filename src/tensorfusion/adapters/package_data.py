@@ -28,11 +28,14 @@ _ALERT_RULES = "default_alert_rules.yaml"
 _SCHEDULER_CONFIG = "default_scheduler_config.yaml"
 
 
-@cache
 def console_asset(name: str) -> bytes | None:
-    """A file of the web console by name; None for a name not in `CONSOLE_ASSETS`."""
-    if name not in CONSOLE_ASSETS:
-        return None
+    """A file of the web console by name; None for a name not in `CONSOLE_ASSETS` (checked
+    before the cache, so a caller's names never grow it)."""
+    return _console_file(name) if name in CONSOLE_ASSETS else None
+
+
+@cache
+def _console_file(name: str) -> bytes:
     return resources.files("tensorfusion.data").joinpath("console", name).read_bytes()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +44,8 @@ ACCESS_CACHE_S: Final = 60.0
 """How long a SubjectAccessReview's answer stands (an RBAC change takes effect after that)."""
 CACHE_ENTRIES: Final = 1024
 USAGE_TIMEOUT_S: Final = 5.0
+USAGE_CACHE_S: Final = 5.0
+UsageAnswer = tuple[Mapping[tuple[str, str], RecentUsage] | None, str]
 
 
 @dataclass(slots=True)
@@ -75,6 +78,8 @@ class ControllerBackend:
     """Whether the peer port listens with the release certificate."""
     counter: PodIndexCounter = field(default_factory=PodIndexCounter)
     clock: Callable[[], float] = time.monotonic
+    _usage: tuple[float, UsageAnswer | None] = (0.0, None)
+    _usage_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _reviews: dict[str, tuple[float, TokenReviewResult]] = field(default_factory=dict)
     _access: dict[tuple[str, tuple[str, ...], str, str], tuple[float, bool]] = field(
         default_factory=dict
@@ -149,7 +154,17 @@ class ControllerBackend:
         return self.workloads.list() if self.workloads is not None else []
 
     async def recent_usage(self) -> tuple[Mapping[tuple[str, str], RecentUsage] | None, str]:
-        """The leader's store's answer to `recent_usage_query` (bounded by `USAGE_TIMEOUT_S`)."""
+        """The leader's store's answer to `recent_usage_query` (bounded by `USAGE_TIMEOUT_S`),
+        read at most once every `USAGE_CACHE_S` whoever asks (every open console polls it)."""
+        async with self._usage_lock:
+            at, cached = self._usage
+            if cached is not None and self.clock() - at < USAGE_CACHE_S:
+                return cached
+            answer = await self._read_usage()
+            self._usage = (self.clock(), answer)
+            return answer
+
+    async def _read_usage(self) -> tuple[Mapping[tuple[str, str], RecentUsage] | None, str]:
         store = self.store()
         if store is None:
             return None, "the metrics store is not open on this replica"

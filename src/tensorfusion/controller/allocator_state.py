@@ -218,13 +218,14 @@ class AllocatorState:
     def _charge_new_gpu(self, gpu: str) -> None:
         """Restore again the live workers whose `gpu-ids` name `gpu` but whose records were
         made before it was known (a worker restored before its GPU object appeared), so the
-        GPU is charged for them from the start."""
+        GPU is charged for them from the start; one the GPU has no room for is refused, as at
+        recovery, and keeps what it held."""
         assert self.allocator is not None
         for pod in self.caches.pods.list():
             record = self.allocator.records.get(uid_of(pod))
             if (record is not None and gpu not in record.gpus and not _ended(pod)
                     and gpu in worker_gpu_ids(pod)):  # fmt: skip
-                self._restore(pod)
+                self._restore(pod, recheck=(gpu,))
 
     def on_pool_or_template(self, event: InformerEvent) -> None:
         """A GPUPool or SchedulingConfigTemplate changed: re-read every pool's settings."""
@@ -301,7 +302,7 @@ class AllocatorState:
         if record is not None and (pod.get("status") or {}).get("phase") not in (None, "Pending"):
             allocator.mark_running(uid)
 
-    def _restore(self, pod: Mapping[str, Any]) -> None:
+    def _restore(self, pod: Mapping[str, Any], recheck: tuple[str, ...] = ()) -> None:
         assert self.allocator is not None
         key = f"{namespace_of(pod)}/{name_of(pod)}"
         try:
@@ -318,7 +319,7 @@ class AllocatorState:
             self.refuse(f"Pod {key}", unsealed, UNSEALED_REASON)
             return
         try:
-            self.allocator.restore(request, node, gpus, since, pending=pending)
+            self.allocator.restore(request, node, gpus, since, pending=pending, recheck=recheck)
         except OverCommitError as error:
             self.refuse(f"Pod {key}", str(error), OVER_COMMIT_REASON)
             return

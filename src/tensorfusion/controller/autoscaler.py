@@ -79,6 +79,7 @@ from tensorfusion.domain.autoscaling.usage_query import (
     percentile_set,
     recent_query,
 )
+from tensorfusion.domain.backoff import Backoff
 from tensorfusion.domain.model.autoscaling import AutoScalingConfig, CronScalingRule
 from tensorfusion.domain.model.scheduling import VerticalScalingRule
 from tensorfusion.domain.object_views import labels_of, name_of, namespace_of, uid_of
@@ -92,6 +93,7 @@ _log = logging.getLogger(__name__)
 TICK_S: Final = 10.0
 QUERY_TIMEOUT_S: Final = 20.0
 OVERLAP_S: Final = OVERLAP_MS / 1000
+FILL_RETRY: Final = Backoff(initial=10.0, maximum=300.0)
 SCALED: Final = "AutoScaled"
 RESIZED: Final = "Resized"
 DOES_NOT_FIT: Final = "ResizeDoesNotFit"
@@ -206,12 +208,16 @@ class Autoscaler:
     """Pool -> `total_scale_up_cnt` / `total_scale_down_cnt` -> resizes this term."""
     histories: UsageHistories = field(default_factory=UsageHistories)
     """The usage histories of this term (filled from its store)."""
+    fill_failures: int = 0
+    fill_retry_at: float = 0.0
+    """After a failed fill, no fill is tried before this time (`FILL_RETRY`)."""
 
     async def run(self) -> None:
         """Rounds every `tick_s` until cancelled (waits for the term's store first)."""
         store = await self.store()
         self.counts.clear()  # this term's store seeds the counters; count from there
         self.histories.reset()  # and fills the histories
+        self.fill_failures, self.fill_retry_at = 0, 0.0
         while True:
             try:
                 await self.round(store)
@@ -226,6 +232,7 @@ class Autoscaler:
         workload a recommendation or an external scaler is enabled for."""
         due, outcomes = [], []
         windows: dict[tuple[str, str], float] = {}
+        using_external: set[tuple[str, str]] = set()
         workers: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
         for pod in self.pods.list():
             workload_label = labels_of(pod).get(KEYS.workload)
@@ -259,7 +266,9 @@ class Autoscaler:
                 "creationTimestamp") or "")) or now  # fmt: skip
             since = now - self.last_round.get(key, 0.0)
             if external is not None:  # it replaces the percentile recommendation
-                waiting = self.external is not None and self.external.waiting(key, now)
+                using_external.add(key)
+                waiting = self.external is not None and self.external.waiting(
+                    key, external.url, now)  # fmt: skip
                 if (now - created < external.initial_delay_period_s
                         or since < external.interval_s or waiting):  # fmt: skip
                     external = None
@@ -269,6 +278,8 @@ class Autoscaler:
                             and since >= settings.interval_s)  # fmt: skip
             if auto_due or external is not None or cron or active:
                 due.append(_Due(workload, settings, auto_due, external, pods, cron))
+        if self.external is not None:
+            self.external.keep_only(using_external)
         return due, outcomes, windows
 
     async def round(self, store: MetricsStore) -> list[WorkloadOutcome]:
@@ -294,16 +305,20 @@ class Autoscaler:
                                          "nothing changed") for item in sized]  # fmt: skip
             sized = []
             usage = {}
+        # The external scalers are asked at once (each call bounded, a few at a time), so one
+        # slow scaler delays no other workload; their answers are applied in turn below.
+        externals = [item for item in sized if item.external is not None]
+        answers = dict(zip([item.key for item in externals], await asyncio.gather(
+            *(self._ask_external(item, usage.get(item.key), now) for item in externals)),
+            strict=True))  # fmt: skip
         for item in sized:
             key = item.key
             self.last_round[key] = now
             try:
-                if item.external is not None:
-                    found = usage.get(key)
-                    summary = UsageSummary(item.settings.history_data_period_s,
-                                           percentile_set(item.settings),
-                                           *_pair(found))  # fmt: skip
-                    outcomes.append(await self._external(item, item.external, summary, now))
+                if key in answers:
+                    answer = answers[key]
+                    outcomes.append(answer if isinstance(answer, WorkloadOutcome) else
+                                    await self._apply(item, *answer, _KEEP))  # fmt: skip
                 else:
                     outcomes.append(await self._one(item, usage.get(key)))
             except Exception as error:  # one workload never stops the others
@@ -322,8 +337,17 @@ class Autoscaler:
         decided on them this round."""
         now_ms = int(now * 1000)
         windows = {item.key: item.settings.history_data_period_s for item in items}
+        if now < self.fill_retry_at and self.histories.missing(windows):
+            raise StoreQueryError(f"the usage histories could not be filled; retried in "
+                                  f"{self.fill_retry_at - now:.0f} s")  # fmt: skip
         for _ in range(2):
-            await self._fill(store, windows, now_ms)
+            try:
+                await self._fill(store, windows, now_ms)
+            except StoreError:  # a fill is the costly read: the next waits, doubling
+                self.fill_failures += 1
+                self.fill_retry_at = now + FILL_RETRY.delay(self.fill_failures)
+                raise
+            self.fill_failures = 0
             if await self._read_recent(store, now_ms):
                 break
             _log.warning("autoscaler: more than %d new usage rows since the last read; the "
@@ -427,27 +451,37 @@ class Autoscaler:
             return WorkloadOutcome(item.key, "NoChange", _summary(found), found)
         return await self._apply(item, current, found, _summary(found), _KEEP)
 
-    async def _external(
-        self, item: _Due, settings: ExternalScalerSettings, usage: UsageSummary, now: float
-    ) -> WorkloadOutcome:
-        current = self._current(item.pods)
-        if current is None:
-            return WorkloadOutcome(item.key, "NoWorkers", "no allocated worker pod to size")
-        if self.external is None:
-            return WorkloadOutcome(item.key, EXTERNAL_FAILED, "external scalers are not set up")
-        body = scale_request(
-            workload=item.key, pool=str((item.workload.get("spec") or {}).get("poolName") or ""),
-            original=_resources(item.workload), current=current, usage=usage,
-            time=format_rfc3339(now),
-        )  # fmt: skip
+    async def _ask_external(
+        self, item: _Due, usage: WorkloadUsage | None, now: float
+    ) -> WorkloadOutcome | tuple[tuple[ResourceAmount, ResourceAmount], Recommendation, str]:
+        """The workload's outcome, or what to apply: (current, recommendation, why)."""
+        settings = item.external
+        assert settings is not None
         try:
-            found, why = await self.external.recommend(item.key, settings, body=body,
-                                                       current=current, now=now)  # fmt: skip
-        except ExternalScalerError as error:
-            return WorkloadOutcome(item.key, EXTERNAL_FAILED, f"external scaler: {error}")
+            current = self._current(item.pods)
+            if current is None:
+                return WorkloadOutcome(item.key, "NoWorkers", "no allocated worker pod to size")
+            if self.external is None:
+                return WorkloadOutcome(item.key, EXTERNAL_FAILED,
+                                       "external scalers are not set up")  # fmt: skip
+            summary = UsageSummary(item.settings.history_data_period_s,
+                                   percentile_set(item.settings), *_pair(usage))  # fmt: skip
+            body = scale_request(
+                workload=item.key, pool=str((item.workload.get("spec") or {}).get("poolName")
+                                            or ""),
+                original=_resources(item.workload), current=current, usage=summary,
+                time=format_rfc3339(now),
+            )  # fmt: skip
+            try:
+                found, why = await self.external.recommend(item.key, settings, body=body,
+                                                           current=current, now=now)  # fmt: skip
+            except ExternalScalerError as error:
+                return WorkloadOutcome(item.key, EXTERNAL_FAILED, f"external scaler: {error}")
+        except Exception as error:  # one workload never stops the others
+            return self._failed(item, error)
         if found is None:
             return WorkloadOutcome(item.key, "NoChange", f"external scaler: {why}")
-        return await self._apply(item, current, found, f"external scaler: {why}", _KEEP)
+        return current, found, f"external scaler: {why}"
 
     def _failed(self, item: _Due, error: Exception) -> WorkloadOutcome:
         _log.warning("autoscaler: workload %s/%s failed: %s", *item.key, error)

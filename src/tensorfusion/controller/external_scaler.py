@@ -1,10 +1,12 @@
-"""Calls to workloads' external scalers (docs/autoscaling.md, "External scaler"): the API key
-read from its Secret in the release namespace (cached for `SECRET_TTL_S`, used only for the URLs
-the Secret allows), one POST per workload and interval, each bounded by `TIMEOUT_S`, and a
-workload whose scaler fails waits with exponential backoff before the next call."""
+"""Calls to workloads' external scalers (docs/autoscaling.md, "External scaler"): the scaler's
+Secret in the release namespace (cached for `SECRET_TTL_S`; it lists the URLs and namespaces it
+may be called at and for, and may hold the API key), one POST per workload and interval, each
+bounded by `TIMEOUT_S` in all and at most `CONCURRENT_CALLS` at once, and a workload whose
+scaler fails waits with exponential backoff before the next call."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from tensorfusion.domain.autoscaling.external_scaler import (
     CA_KEY,
     ExternalAnswerError,
     ExternalScalerSettings,
+    key_problem,
     key_use_problem,
     parse_answer,
 )
@@ -29,6 +32,7 @@ from tensorfusion.domain.backoff import Backoff
 __all__ = ["ExternalScalerCalls", "ExternalScalerError", "Post", "SecretRead"]
 
 TIMEOUT_S: Final = 10.0
+CONCURRENT_CALLS: Final = 16
 SECRET_TTL_S: Final = 30.0
 RETRY: Final = Backoff(initial=30.0, maximum=600.0)
 _CALL_ERRORS: Final[tuple[type[Exception], ...]] = (*HTTP_ERRORS, ValueError, OSError)
@@ -52,13 +56,24 @@ class ExternalScalerCalls:
     """The release namespace, where every key's Secret is."""
     post: Post = post_json
     timeout_s: float = TIMEOUT_S
-    failures: dict[tuple[str, str], int] = field(default_factory=dict)
-    retry_at: dict[tuple[str, str], float] = field(default_factory=dict)
+    failures: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
+    """Workload -> (the URL that failed, consecutive failures)."""
+    retry_at: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)
+    """Workload -> (the URL that failed, when it may be called again)."""
     _cache: dict[str, tuple[float, SecretContent | None]] = field(default_factory=dict)
+    _slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CONCURRENT_CALLS))
 
-    def waiting(self, key: tuple[str, str], now: float) -> bool:
-        """Whether the workload's scaler failed and its backoff has not run out."""
-        return now < self.retry_at.get(key, 0.0)
+    def waiting(self, key: tuple[str, str], url: str, now: float) -> bool:
+        """Whether the workload's scaler at `url` failed and its backoff has not run out (a
+        workload whose URL changed is not kept waiting)."""
+        failed_url, at = self.retry_at.get(key, ("", 0.0))
+        return failed_url == url and now < at
+
+    def keep_only(self, keys: set[tuple[str, str]]) -> None:
+        """Forget the backoff of workloads that no longer use an external scaler."""
+        for table in (self.failures, self.retry_at):
+            for key in [k for k in table if k not in keys]:
+                del table[key]
 
     async def _secret(self, name: str, now: float) -> SecretContent | None:
         cached = self._cache.get(name)
@@ -73,37 +88,47 @@ class ExternalScalerCalls:
         self._cache[name] = (now, content)
         return content
 
-    async def _headers(self, settings: ExternalScalerSettings, now: float
-                       ) -> tuple[dict[str, str], bytes | None]:  # fmt: skip
-        if not settings.secret_name:
-            return {}, None
+    async def _headers(self, settings: ExternalScalerSettings, namespace: str, now: float
+                       ) -> tuple[dict[str, str], bytes | None, bytes]:  # fmt: skip
         secret = await self._secret(settings.secret_name, now)
         where = f"Secret {self.namespace}/{settings.secret_name}"
         if secret is None:
             raise ExternalScalerError(f"{where} does not exist")
-        problem = key_use_problem(settings.secret_name, secret.annotations, settings.url)
+        problem = key_use_problem(settings.secret_name, secret.annotations, url=settings.url,
+                                  namespace=namespace)  # fmt: skip
         if problem:
             raise ExternalScalerError(problem)
         key = secret.data.get(API_KEY_KEY, b"").strip()
-        if not key or not key.isascii() or b"\n" in key:
-            raise ExternalScalerError(f"{where} has no usable {API_KEY_KEY}")
-        return {"Authorization": f"Bearer {key.decode()}"}, secret.data.get(CA_KEY) or None
+        problem = key_problem(key, settings.url)
+        if problem:
+            raise ExternalScalerError(f"{where}: {problem}")
+        headers = {"Authorization": f"Bearer {key.decode()}"} if key else {}
+        return headers, secret.data.get(CA_KEY) or None, key
 
     async def _ask(
         self,
         settings: ExternalScalerSettings,
         body: dict[str, Any],
         current: tuple[ResourceAmount, ResourceAmount],
+        namespace: str,
         now: float,
     ) -> tuple[Recommendation | None, str]:
-        headers, ca = await self._headers(settings, now)
+        headers, ca, key = await self._headers(settings, namespace, now)
         try:
-            status, answer = await self.post(
-                settings.url, json.dumps(body).encode(), headers=headers, ca_pem=ca,
-                timeout_s=self.timeout_s, max_bytes=ANSWER_MAX_BYTES)  # fmt: skip
-        except _CALL_ERRORS as error:
+            async with self._slots, asyncio.timeout(self.timeout_s):
+                status, answer = await self.post(
+                    settings.url, json.dumps(body).encode(), headers=headers, ca_pem=ca,
+                    timeout_s=self.timeout_s, max_bytes=ANSWER_MAX_BYTES)  # fmt: skip
+        except TimeoutError:
             raise ExternalScalerError(
-                f"{settings.url[:200]} cannot be reached: {type(error).__name__}: {error}"[:400]
+                f"{settings.url[:200]} did not answer within {self.timeout_s:g} s"
+            ) from None
+        except _CALL_ERRORS as error:
+            detail = f"{type(error).__name__}: {error}"
+            if key:  # an error text never carries the key, whatever the library put in it
+                detail = detail.replace(key.decode(), "<api-key>")
+            raise ExternalScalerError(
+                f"{settings.url[:200]} cannot be reached: {detail}"[:400]
             ) from None
         if status != 200:
             raise ExternalScalerError(f"{settings.url[:200]} answered HTTP {status}")
@@ -124,13 +149,15 @@ class ExternalScalerCalls:
         """The scaler's recommendation for the workload `key` (None: no change) and its reason;
         ExternalScalerError when it fails (the workload then waits its backoff)."""
         try:
-            found = await self._ask(settings, body, current, now)
+            found = await self._ask(settings, body, current, key[0], now)
         except ExternalScalerError as error:
-            failures = self.failures.get(key, 0) + 1
-            self.failures[key] = failures
+            failed_url, before = self.failures.get(key, ("", 0))
+            failures = before + 1 if failed_url == settings.url else 1
+            self.failures[key] = (settings.url, failures)
             delay = RETRY.delay(failures)
-            self.retry_at[key] = now + delay
-            raise ExternalScalerError(f"{error}; next call in {delay:.0f} s") from None
+            self.retry_at[key] = (settings.url, now + delay)
+            wait = max(delay, settings.interval_s)
+            raise ExternalScalerError(f"{error}; next call in {wait:.0f} s") from None
         self.failures.pop(key, None)
         self.retry_at.pop(key, None)
         return found

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from tensorfusion.adapters.kube.secret_reads import SecretContent
-from tensorfusion.controller.external_scaler import ExternalScalerCalls
+from tensorfusion.controller.external_scaler import ExternalScalerCalls, ExternalScalerError
 from tensorfusion.domain.allocation_request import ResourceAmount
 from tensorfusion.domain.autoscaling.external_scaler import (
     ANSWER_MAX_BYTES,
+    KEY_NAMESPACES_ANNOTATION,
     KEY_URL_ANNOTATION,
     ExternalAnswerError,
     parse_answer,
@@ -35,16 +36,17 @@ CURRENT = (ResourceAmount(tflops_milli=100_000, vram_bytes=20 * GIB),
 
 def _spec(**fields: Any) -> ExternalScaler:
     return ExternalScaler.model_validate({"enable": True, "url": "https://scaler.example/r",
-                                          **fields})  # fmt: skip
+                                          "apiKeySecretRef": {"name": "k"}, **fields})  # fmt: skip
 
 
 @pytest.mark.parametrize(("fields", "problem"), [
     ({"url": ""}, "url: required"),
     ({"url": "ftp://scaler/r"}, "is not an http"),
     ({"url": "https://user:pw@scaler/r"}, "credentials in the URL"),
-    ({"url": "http://scaler/r", "apiKeySecretRef": {"name": "k"}}, "only over https"),
+    ({"url": "https://scaler:99999/r"}, "port 99999 is out of range"),
     ({"apiKeySecretRef": {"name": "k", "namespace": "team-b"}}, f"must be {NS}"),
     ({"apiKeySecretRef": {"namespace": NS}}, "apiKeySecretRef.name: required"),
+    ({"apiKeySecretRef": None}, "registered by the operator"),
     ({"interval": "1s"}, "externalScaler.interval"),
     ({"initialDelayPeriod": "forever"}, "externalScaler.initialDelayPeriod"),
 ])  # fmt: skip
@@ -54,11 +56,11 @@ def test_bad_settings_are_refused_naming_the_field(fields: dict[str, Any], probl
 
 
 def test_settings_defaults_and_a_disabled_scaler() -> None:
-    parsed = parse_external(_spec(apiKeySecretRef={"name": "k"}), release_namespace=NS)
+    parsed = parse_external(_spec(), release_namespace=NS)
     assert parsed is not None and (parsed.secret_name, parsed.interval_s) == ("k", 60.0)
     assert parse_external(_spec(enable=False), release_namespace=NS) is None
     plain = parse_external(_spec(url="http://127.0.0.1:9/r"), release_namespace=NS)
-    assert plain is not None and plain.secret_name == ""
+    assert plain is not None and plain.url.startswith("http://")  # a key is refused at the call
 
 
 @pytest.mark.parametrize(("body", "problem"), [
@@ -70,12 +72,26 @@ def test_settings_defaults_and_a_disabled_scaler() -> None:
     (b'{"recommendation": {"requests": {"tflops": "50"}, "limits": {"tflops": "40"}}}',
      "below its request"),
     (b'{"recommendation": {"requests": {"vram": true}}}', "quantity string"),
+    (b'{"recommendation": {"request": {"tflops": "50"}}}', "unknown fields"),
+    (b'{"recomendation": null}', "unknown fields"),
+    (b'{"recommendation": {"requests": []}}', "must be an object"),
+    (b'{"recommendation": {"requests": {"tflops": "0"}}}', "must be above 0"),
     (b" " * (ANSWER_MAX_BYTES + 1), "larger than"),
     (b"[" * 100_000 + b"]" * 100_000, "larger than"),
 ])  # fmt: skip
 def test_a_bad_answer_is_refused(body: bytes, problem: str) -> None:
     with pytest.raises(ExternalAnswerError, match=problem):
         parse_answer(body, CURRENT)
+
+
+def test_a_workload_sized_in_percent_gets_no_tflops() -> None:
+    percent = (ResourceAmount(percent_milli=50_000, vram_bytes=GIB),
+               ResourceAmount(percent_milli=50_000, vram_bytes=GIB))  # fmt: skip
+    with pytest.raises(ExternalAnswerError, match="percent"):
+        parse_answer(b'{"recommendation": {"requests": {"tflops": "40"}}}', percent)
+    found, _ = parse_answer(b'{"recommendation": {"requests": {"vram": "2Gi"}}}', percent)
+    assert found is not None and found.requests.percent_milli == 50_000
+    assert found.requests.tflops_milli == 0 and found.requests.vram_bytes == 2 * GIB
 
 
 def test_an_answer_keeps_what_it_leaves_out() -> None:
@@ -93,7 +109,8 @@ class Scaler:
     def __init__(self, server: ScalerServer, url: str, ca: bytes) -> None:
         self.server, self.url, self.ca = server, url, ca
         self.secret: SecretContent | None = SecretContent(
-            {"api-key": b"s3cret-key", "ca.crt": ca}, {KEY_URL_ANNOTATION: url}
+            {"api-key": b"s3cret-key", "ca.crt": ca},
+            {KEY_URL_ANNOTATION: url, KEY_NAMESPACES_ANNOTATION: "other, ml"},
         )
         self.reads: list[str] = []
 
@@ -144,14 +161,45 @@ async def test_the_scaler_recommendation_is_applied_in_place(scaler: Scaler) -> 
     assert setup.events.recorded[-1][1] == "Resized"
 
 
-async def test_the_key_goes_only_to_a_url_its_secret_allows(scaler: Scaler) -> None:
-    scaler.secret = SecretContent({"api-key": b"s3cret-key"},
-                                  {KEY_URL_ANNOTATION: "https://elsewhere/r"})  # fmt: skip
+@pytest.mark.parametrize(("annotations", "data", "problem"), [
+    ({KEY_URL_ANNOTATION: "https://elsewhere/r", KEY_NAMESPACES_ANNOTATION: "*"},
+     {"api-key": b"s3cret-key"}, KEY_URL_ANNOTATION),
+    ({KEY_NAMESPACES_ANNOTATION: "team-a"}, {"api-key": b"s3cret-key"},
+     KEY_NAMESPACES_ANNOTATION),
+    ({KEY_NAMESPACES_ANNOTATION: "*"}, {"api-key": b"s3cret\rkey"}, "visible ASCII"),
+])  # fmt: skip
+async def test_the_scaler_is_called_only_as_its_secret_allows(
+    scaler: Scaler, annotations: dict[str, str], data: dict[str, bytes], problem: str
+) -> None:
+    scaler.secret = SecretContent(data, {KEY_URL_ANNOTATION: scaler.url, **annotations})
     setup = _setup(scaler)
     [outcome] = await setup.autoscaler.round(setup.store)
-    assert outcome.reason == "ExternalScalerFailed" and KEY_URL_ANNOTATION in outcome.message
+    assert outcome.reason == "ExternalScalerFailed" and problem in outcome.message
+    assert "s3cret" not in outcome.message
     assert scaler.server.seen == []  # nothing was sent
     assert setup.allocator.records["infer-0"].request.request.tflops_milli == 100_000
+
+
+async def test_a_key_is_never_sent_over_http() -> None:
+    calls = ExternalScalerCalls(_secret_of, NS)
+    settings = parse_external(_spec(url="http://127.0.0.1:9/r"), release_namespace=NS)
+    assert settings is not None
+    with pytest.raises(ExternalScalerError, match="only over https"):
+        await calls.recommend(("ml", "w"), settings, body={}, current=CURRENT, now=0.0)
+
+
+async def _secret_of(name: str) -> SecretContent:
+    return SecretContent({"api-key": b"k"}, {KEY_URL_ANNOTATION: "http://127.0.0.1:9/r",
+                                             KEY_NAMESPACES_ANNOTATION: "*"})  # fmt: skip
+
+
+async def test_a_scaler_that_trickles_is_cut_at_the_call_bound(scaler: Scaler) -> None:
+    scaler.server.delay_s = 30.0
+    setup = _setup(scaler)
+    assert setup.autoscaler.external is not None
+    setup.autoscaler.external.timeout_s = 0.5
+    [outcome] = await setup.autoscaler.round(setup.store)
+    assert outcome.reason == "ExternalScalerFailed" and "within 0.5 s" in outcome.message
 
 
 @pytest.mark.parametrize(("status", "answer", "problem"), [

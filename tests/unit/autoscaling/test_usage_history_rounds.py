@@ -226,3 +226,30 @@ async def test_a_workload_arriving_mid_term_is_filled_alone() -> None:
     assert fills and all("workload IN ('train')" in sql for sql in fills)
     assert setup.autoscaler.histories.workloads[("ml", "train")].compute.samples == 100
     assert setup.allocator.records["train-0"].request.request.tflops_milli == 46_000
+
+
+class FailingFill(Flaky):
+    """The store, with the fills (the grouped queries) failing."""
+
+    async def query(self, sql: str, timeout_s: float) -> QueryResult:
+        self.asked.append(sql)
+        if self.failing and "GROUP BY" in sql:
+            raise StoreUnavailableError("connection reset")
+        return await self.store.query(sql, timeout_s)
+
+
+async def test_a_failed_fill_is_not_tried_again_before_its_backoff() -> None:
+    setup = Setup(_workload("infer", AUTO))
+    setup.database.insert_rows(_usage_rows("infer", "infer-0", 20.0, 4 * GIB))
+    store = FailingFill(setup.store)
+    [outcome] = await setup.autoscaler.round(cast(MetricsStore, store))
+    assert outcome.reason == "MetricsUnavailable"
+    asked = len(store.asked)
+    store.failing = False
+    setup.autoscaler.clock = lambda: NOW + 5  # within the first 10 s of backoff
+    [outcome] = await setup.autoscaler.round(cast(MetricsStore, store))
+    assert outcome.reason == "MetricsUnavailable" and "retried in" in outcome.message
+    assert len(store.asked) == asked  # the store was not asked again
+    setup.autoscaler.clock = lambda: NOW + 11
+    [outcome] = await setup.autoscaler.round(cast(MetricsStore, store))
+    assert outcome.reason == "Resized", outcome.message

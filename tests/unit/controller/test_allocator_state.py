@@ -187,3 +187,18 @@ def test_node_events_set_the_agent_index_and_host_facts() -> None:
                                  "metadata": {"name": "node-a"},
                                  "status": {"nodeInfo": {"ramSize": "1Gi"}}}))  # fmt: skip
     assert state.allocator.nodes["node-a"].ram_bytes == 2**30
+
+
+def test_a_late_gpu_is_not_charged_beyond_its_room() -> None:
+    gpus = FakeCache()
+    big = worker("p8", "b1", "Running")
+    big["metadata"]["annotations"][KEYS.tflops_request] = "250"
+    pods = FakeCache(big, worker("p9", "b1", "Running"))
+    state = state_with(gpus=gpus, pods=pods)
+    state.recover()
+    allocator = state.allocator
+    assert allocator is not None
+    state.on_gpu(gpus.put(gpu("b1")))  # 312 TFLOPS: room for 250 or 100, not both
+    charged = [uid for uid, record in allocator.records.items() if "b1" in record.gpus]
+    assert len(charged) == 1
+    assert allocator.gpus["b1"].available_tflops >= 0

@@ -253,6 +253,7 @@ class Allocator:
         now: float,
         *,
         pending: bool = True,
+        recheck: Iterable[str] = (),
     ) -> RestoreOutcome:
         """Rebuild a committed record from a bound pod's `gpu-ids` on node `node_name`.
 
@@ -264,7 +265,8 @@ class Allocator:
 
         OverCommitError, changing nothing, when a GPU lacks room for the pod by the filter's
         own check (a second allocation of a GPU, bound by a leader that lost its Lease); a GPU
-        of unknown (zero) capacity is not checked.
+        of unknown (zero) capacity is not checked. A pod that already has a record is checked
+        only on the GPUs of `recheck` (GPUs it names that were not known when it was restored).
         """
         wanted = tuple(dict.fromkeys(gpu_names))
         unknown = tuple(n for n in wanted if n not in self.gpus)
@@ -272,6 +274,9 @@ class Allocator:
         names = tuple(n for n in wanted if n not in unknown)
         if request.pod_uid not in self.records:
             self._check_room(request, names)
+        else:
+            again = set(recheck)
+            self._check_room(request, tuple(n for n in names if n in again))
         # Only a record with no known GPU converts percent values with the pool's largest GPU.
         fallback = 0 if names else self._largest_capacity_tflops(request.pool)
         self.release(request.pod_uid)

@@ -1,10 +1,12 @@
 """The external scaler's contract (docs/autoscaling.md, "External scaler"): its settings parsed
 and bounded, the request body the autoscaler posts, and the answer read back strictly.
 
-Its API key is read from a Secret in the release namespace only (the controller may read no
-other), and only when the Secret names the scaler's URL in `KEY_URL_ANNOTATION`: a workload
-cannot have the controller send another team's key to an address of its choosing. A key is
-never sent over plain HTTP.
+A scaler is registered by the operator with a Secret in the release namespace (the controller
+may read no other): it lists the scaler's URLs (`KEY_URL_ANNOTATION`) and the namespaces whose
+workloads may use it (`KEY_NAMESPACES_ANNOTATION`), and may hold its API key. A workload names
+that Secret; the controller calls only a URL it lists, for a namespace it lists, so a workload
+can neither send another team's key to an address of its choosing nor make the leader call an
+arbitrary address. A key is never sent over plain HTTP.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ __all__ = [
     "ANSWER_MAX_BYTES",
     "API_KEY_KEY",
     "CA_KEY",
+    "KEY_NAMESPACES_ANNOTATION",
     "KEY_URL_ANNOTATION",
     "ExternalAnswerError",
     "ExternalScalerSettings",
     "UsageSummary",
+    "key_problem",
     "key_use_problem",
     "parse_answer",
     "parse_external",
@@ -46,7 +50,12 @@ CA_KEY: Final = "ca.crt"
 """The Secret's optional key holding the PEM CA the scaler's certificate is checked against
 (the system's trust store without it)."""
 KEY_URL_ANNOTATION: Final = "tensor-fusion.ai/external-scaler-url"
-"""The Secret's annotation listing (comma-separated) the exact URLs its key may be sent to."""
+"""The Secret's annotation listing (comma-separated) the exact URLs the scaler answers at."""
+KEY_NAMESPACES_ANNOTATION: Final = "tensor-fusion.ai/external-scaler-namespaces"
+"""The Secret's annotation listing (comma-separated) the namespaces whose workloads may use the
+scaler; `*`: every namespace."""
+_KEY: Final = re.compile(rb"[\x21-\x7e]{1,4096}")
+"""A usable API key: visible ASCII only (a header value that can never be refused)."""
 ANSWER_MAX_BYTES: Final = 64 * 1024
 MAX_URL_CHARS: Final = 2048
 _URL: Final = re.compile(r"(?P<scheme>https?)://(?P<authority>[^/?#\s]+)(?P<rest>[/?#]\S*)?")
@@ -64,7 +73,7 @@ class ExternalScalerSettings:
 
     url: str
     secret_name: str
-    """The Secret in the release namespace holding the key; empty: no key is sent."""
+    """The Secret in the release namespace that registers the scaler (and may hold its key)."""
     initial_delay_period_s: float = DEFAULT_INITIAL_DELAY_S
     interval_s: float = DEFAULT_INTERVAL_S
 
@@ -87,18 +96,20 @@ def parse_external(
     if "@" in parts["authority"]:
         raise AutoScaleConfigError("externalScaler.url: credentials in the URL are refused; "
                                    "use apiKeySecretRef")  # fmt: skip
+    port = parts["authority"].rpartition(":")[2]
+    if ":" in parts["authority"] and port.isdigit() and not 0 < int(port) < 65536:
+        raise AutoScaleConfigError(f"externalScaler.url: port {port} is out of range")
     ref = spec.api_key_secret_ref
     secret = (ref.name or "").strip() if ref is not None else ""
-    if ref is not None and not secret:
-        raise AutoScaleConfigError("externalScaler.apiKeySecretRef.name: required")
+    if not secret:
+        raise AutoScaleConfigError(
+            "externalScaler.apiKeySecretRef.name: required: scalers are registered by the "
+            f"operator with a Secret in {release_namespace} (docs/autoscaling.md)"
+        )
     if ref is not None and (ref.namespace or release_namespace) != release_namespace:
         raise AutoScaleConfigError(
             f"externalScaler.apiKeySecretRef.namespace: must be {release_namespace} (the "
-            "controller reads API keys only from its own namespace)"
-        )
-    if secret and parts["scheme"] != "https":
-        raise AutoScaleConfigError(
-            "externalScaler.url: an API key is sent only over https, not http"
+            "controller reads scalers' Secrets only from its own namespace)"
         )
     return ExternalScalerSettings(
         url=url,
@@ -111,13 +122,34 @@ def parse_external(
     )  # fmt: skip
 
 
-def key_use_problem(secret_name: str, annotations: Mapping[str, str], url: str) -> str:
-    """Why the key of Secret `secret_name` may not be sent to `url` ("" when it may)."""
-    allowed = [u.strip() for u in str(annotations.get(KEY_URL_ANNOTATION) or "").split(",")]
-    if url in allowed:
+def _listed(annotations: Mapping[str, str], key: str) -> list[str]:
+    return [item.strip() for item in str(annotations.get(key) or "").split(",")]
+
+
+def key_use_problem(
+    secret_name: str, annotations: Mapping[str, str], *, url: str, namespace: str
+) -> str:
+    """Why the scaler Secret `secret_name` registers may not be called at `url` for a workload
+    of `namespace` ("" when it may)."""
+    if url not in _listed(annotations, KEY_URL_ANNOTATION):
+        return (f"Secret {secret_name} does not register a scaler at {url[:200]}: its "
+                f"annotation {KEY_URL_ANNOTATION} must list that URL")  # fmt: skip
+    namespaces = _listed(annotations, KEY_NAMESPACES_ANNOTATION)
+    if "*" not in namespaces and namespace not in namespaces:
+        return (f"Secret {secret_name} does not let namespace {namespace} use its scaler: its "
+                f"annotation {KEY_NAMESPACES_ANNOTATION} must list it (or *)")  # fmt: skip
+    return ""
+
+
+def key_problem(key: bytes, url: str) -> str:
+    """Why `key` cannot be sent to `url` ("" when it can; an empty key is not sent)."""
+    if not key:
         return ""
-    return (f"Secret {secret_name} does not allow its key to be sent to {url[:200]}: its "
-            f"annotation {KEY_URL_ANNOTATION} must list that URL")  # fmt: skip
+    if not _KEY.fullmatch(key):
+        return "its api-key is not one line of visible ASCII (at most 4096 characters)"
+    if not url.startswith("https://"):
+        return "an API key is sent only over https, not http"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,12 +202,16 @@ def scale_request(
     }
 
 
+def _known(value: Mapping[str, Any], fields: set[str], where: str) -> None:
+    unknown = set(value) - fields
+    if unknown:
+        raise ExternalAnswerError(f"{where}: unknown fields {sorted(map(str, unknown))[:5]}")
+
+
 def _amount(value: Any, where: str) -> ResourceAmount:
     if not isinstance(value, Mapping):
         raise ExternalAnswerError(f"{where}: must be an object with tflops and/or vram")
-    unknown = set(value) - {"tflops", "vram"}
-    if unknown:
-        raise ExternalAnswerError(f"{where}: unknown fields {sorted(unknown)[:5]}")
+    _known(value, {"tflops", "vram"}, where)
     parsed = {}
     for name, parse in (("tflops", parse_tflops_milli), ("vram", parse_vram_bytes)):
         text = value.get(name)
@@ -187,6 +223,8 @@ def _amount(value: Any, where: str) -> ResourceAmount:
             parsed[name] = parse(str(text))
         except ValueError as error:
             raise ExternalAnswerError(f"{where}.{name}: {error}") from None
+        if parsed[name] <= 0:
+            raise ExternalAnswerError(f"{where}.{name}: must be above 0 (leave it out to keep it)")
     return ResourceAmount(tflops_milli=parsed.get("tflops", 0), vram_bytes=parsed.get("vram", 0))
 
 
@@ -205,6 +243,7 @@ def parse_answer(
         raise ExternalAnswerError("the answer is not JSON") from None
     if not isinstance(document, Mapping):
         raise ExternalAnswerError("the answer must be a JSON object")
+    _known(document, {"recommendation", "reason"}, "the answer")
     reason = document.get("reason")
     reason = reason[:300] if isinstance(reason, str) else ""
     found = document.get("recommendation")
@@ -212,9 +251,13 @@ def parse_answer(
         return None, reason or "the external scaler recommends no change"
     if not isinstance(found, Mapping):
         raise ExternalAnswerError("recommendation: must be an object or null")
-    asked_requests = _amount(found.get("requests") or {}, "recommendation.requests")
-    asked_limits = _amount(found.get("limits") or {}, "recommendation.limits")
+    _known(found, {"requests", "limits"}, "recommendation")
+    asked_requests = _amount(found.get("requests", {}), "recommendation.requests")
+    asked_limits = _amount(found.get("limits", {}), "recommendation.limits")
     (cur_req, cur_lim) = current
+    if cur_req.percent_milli and (asked_requests.tflops_milli or asked_limits.tflops_milli):
+        raise ExternalAnswerError("recommendation: this workload asks compute as a percent of "
+                                  "a GPU; the answer may size its vram only")  # fmt: skip
     requests = ResourceAmount(
         tflops_milli=asked_requests.tflops_milli or cur_req.tflops_milli,
         percent_milli=cur_req.percent_milli,

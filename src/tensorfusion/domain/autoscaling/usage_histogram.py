@@ -198,8 +198,8 @@ class SlicedHistogram:
         start, end = max(start, low), min(end, high)
         if start > end:  # a value on a bucket's edge, rounded the other way
             start, end = end, start
-        if count > 1:
-            return start + (end - start) * k / (count - 1)
+        if count > 1:  # spread evenly; the ends exactly (no rounding of start + (end - start))
+            return end if k == count - 1 else start + (end - start) * k / (count - 1)
         if start == low:
             return start
         return end if end == high else (start + end) / 2
