@@ -18,6 +18,13 @@ from typing import Any
 import pytest
 import yaml
 from lightkube import AsyncClient
+from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.wait import WebDriverWait
 
 from tensorfusion.adapters.kube.custom_resources import resource_of
 
@@ -29,13 +36,6 @@ from .nodes import FakeGpuNodes
 
 pytestmark = pytest.mark.cluster
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import WebDriverException  # noqa: E402
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
