@@ -11,7 +11,7 @@ allocator is put back to the original requests before each), with the annotation
 writes to an in-memory client that answers at once (API time not measured). Three figures:
 
 - the baseline: one round as before the histograms, the store computing exact percentiles
-  over every sample of the window (`usage_query`);
+  over every sample of the window (`exact_usage_query`, DuckDB's `quantile_cont`);
 - the cold round: the first round of a leadership term, which fills the histograms from the
   store (aggregated rows) before the same work;
 - the steady round (the target): `--rounds` rounds, each 10 s after the last, with 10 s of new
@@ -42,13 +42,14 @@ from tensorfusion.domain.allocation_request import AllocationRequest, ResourceAm
 from tensorfusion.domain.allocator.allocator import Allocator
 from tensorfusion.domain.allocator.gpu_state import GPUState
 from tensorfusion.domain.annotations import KEYS
+from tensorfusion.domain.autoscaling.recommendation import UsagePercentiles
 from tensorfusion.domain.autoscaling.usage_query import (
     PercentileSet,
     WorkloadUsage,
-    parse_usage,
     percentile_set,
-    usage_query,
 )
+from tensorfusion.domain.metrics.conditions import Dialect, wall_conditions
+from tensorfusion.domain.metrics.rows import positive_number
 from tensorfusion.domain.timestamps import format_rfc3339
 
 GIB = 1 << 30
@@ -200,6 +201,37 @@ class TimedAutoscaler(Autoscaler):
             self.usage_s = time.perf_counter() - started
 
 
+def exact_usage_query(window_s: int, percentiles: PercentileSet) -> str:
+    """The baseline's SQL (DuckDB): per workload the sample count and the exact percentiles of
+    its attributed per-GPU TFLOPS (`c0..c2`) and bytes (`v0..v2`) over the window; one
+    `quantile_cont` over a list of fractions per column sorts each group once."""
+    window = wall_conditions(Dialect.DUCKDB, f"{window_s}s", window_s * 1000)
+    where = f"usage_known = 1 AND {window}"
+    compute = ", ".join(repr(p) for p in percentiles.compute)
+    vram = ", ".join(repr(p) for p in percentiles.vram)
+    picked = ", ".join([f"c[{i + 1}] AS c{i}" for i in range(3)]
+                       + [f"v[{i + 1}] AS v{i}" for i in range(3)])  # fmt: skip
+    return (
+        f"SELECT namespace, workload, samples, {picked} FROM (SELECT namespace, workload, "
+        f"count(*) AS samples, quantile_cont(compute_tflops, [{compute}]) AS c, "
+        f"quantile_cont(memory_bytes, [{vram}]) AS v FROM tf_worker_usage WHERE {where} "
+        f"GROUP BY namespace, workload)"
+    )
+
+
+def exact_usage(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], WorkloadUsage]:
+    """The baseline's answer by (namespace, workload)."""
+    found = {}
+    for row in rows:
+        samples = int(positive_number(row["samples"]))
+        c = [positive_number(row[f"c{i}"]) * 1000 for i in range(3)]  # TFLOPS -> milli
+        v = [positive_number(row[f"v{i}"]) for i in range(3)]
+        found[(str(row["namespace"]), str(row["workload"]))] = WorkloadUsage(
+            UsagePercentiles(samples, *c), UsagePercentiles(samples, *v)
+        )
+    return found
+
+
 class ExactAutoscaler(TimedAutoscaler):
     """The round before the histograms: the store's exact percentiles, one query per
     (window, percentiles), every round."""
@@ -214,9 +246,8 @@ class ExactAutoscaler(TimedAutoscaler):
             groups[key] = groups.get(key, 0) + 1
         found: dict[tuple[str, str], WorkloadUsage] = {}
         for window, percentiles in groups:
-            answer = await store.query(usage_query(store.dialect, window, percentiles),
-                                       QUERY_TIMEOUT_S)  # fmt: skip
-            found.update(parse_usage(answer.mappings()))
+            answer = await store.query(exact_usage_query(window, percentiles), QUERY_TIMEOUT_S)
+            found.update(exact_usage(answer.mappings()))
         self.usage_s = time.perf_counter() - started
         return found
 

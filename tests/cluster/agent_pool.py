@@ -13,7 +13,7 @@ from typing import Any
 from lightkube import AsyncClient
 
 from tensorfusion.devenv.replica_pods import release_ca_file
-from tensorfusion.domain.annotations import KEYS, encode_index
+from tensorfusion.domain.annotations import KEYS
 from tensorfusion.domain.settings.controller_environment import (
     DEFAULT_HYPERVISOR_SERVICE_ACCOUNT,
     DEFAULT_WEBHOOK_SECRET,
@@ -104,12 +104,10 @@ async def agent_pool(
 
         await eventually(gpu_running, what="the GPU Running", components=logs)
         for number, (name, workload) in enumerate(workers.items()):
-            pod = worker_pod(name, namespace, pool, node, gpu)
+            # Indices the leader's counter hands out last, so a new pod's never collides.
+            pod = worker_pod(name, namespace, pool, node, gpu, index_of=INDEX_BASE + number)
             assert pod.metadata is not None and pod.metadata.labels is not None
             pod.metadata.labels[KEYS.workload] = workload
-            # Indices the leader's counter hands out last, so a new pod's never collides.
-            key, value = encode_index(INDEX_BASE + number)
-            pod.spec.containers[0].resources.limits = {key: str(value)}
             await create_sealed_worker(kube, pod)
         yield Pool(namespace, gpu, node, pool, controller, logs)
     finally:

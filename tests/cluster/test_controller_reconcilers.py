@@ -229,8 +229,10 @@ async def heartbeat(kube: AsyncClient, node: str, gpus: int) -> None:
     }}, patch_type=PatchType.MERGE)  # fmt: skip
 
 
-def worker_pod(name: str, namespace: str, pool: str, node: str, gpu: str) -> Any:
-    index, value = encode_index(1)
+def worker_pod(
+    name: str, namespace: str, pool: str, node: str, gpu: str, *, index_of: int = 1
+) -> Any:
+    index, value = encode_index(index_of)
     return POD.from_dict({
         "metadata": {
             "name": name, "namespace": namespace,

@@ -42,11 +42,8 @@ class ScalerServer:
         app.router.add_post("/recommend", self._recommend)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, 0, ssl_context=self.context)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        await web.TCPSite(self._runner, host, 0, ssl_context=self.context).start()
+        self.port = self._runner.addresses[0][1]
         return f"https://{host}:{self.port}/recommend"
 
     async def stop(self) -> None:

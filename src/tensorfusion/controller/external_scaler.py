@@ -47,6 +47,16 @@ class ExternalScalerError(RuntimeError):
     next call is."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Failing:
+    """A workload's scaler that failed: at which URL, how many times in a row, when it may be
+    called again (a changed URL is called at once)."""
+
+    url: str
+    failures: int
+    retry_at: float
+
+
 @dataclass(slots=True)
 class ExternalScalerCalls:
     """The autoscaler's calls to external scalers, with their backoff per workload."""
@@ -56,24 +66,21 @@ class ExternalScalerCalls:
     """The release namespace, where every key's Secret is."""
     post: Post = post_json
     timeout_s: float = TIMEOUT_S
-    failures: dict[tuple[str, str], tuple[str, int]] = field(default_factory=dict)
-    """Workload -> (the URL that failed, consecutive failures)."""
-    retry_at: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)
-    """Workload -> (the URL that failed, when it may be called again)."""
+    failed: dict[tuple[str, str], _Failing] = field(default_factory=dict)
+    """Workloads whose scaler failed at its last call."""
     _cache: dict[str, tuple[float, SecretContent | None]] = field(default_factory=dict)
     _slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(CONCURRENT_CALLS))
 
     def waiting(self, key: tuple[str, str], url: str, now: float) -> bool:
         """Whether the workload's scaler at `url` failed and its backoff has not run out (a
         workload whose URL changed is not kept waiting)."""
-        failed_url, at = self.retry_at.get(key, ("", 0.0))
-        return failed_url == url and now < at
+        failing = self.failed.get(key)
+        return failing is not None and failing.url == url and now < failing.retry_at
 
     def keep_only(self, keys: set[tuple[str, str]]) -> None:
         """Forget the backoff of workloads that no longer use an external scaler."""
-        for table in (self.failures, self.retry_at):
-            for key in [k for k in table if k not in keys]:
-                del table[key]
+        for key in [k for k in self.failed if k not in keys]:
+            del self.failed[key]
 
     async def _secret(self, name: str, now: float) -> SecretContent | None:
         cached = self._cache.get(name)
@@ -151,13 +158,11 @@ class ExternalScalerCalls:
         try:
             found = await self._ask(settings, body, current, key[0], now)
         except ExternalScalerError as error:
-            failed_url, before = self.failures.get(key, ("", 0))
-            failures = before + 1 if failed_url == settings.url else 1
-            self.failures[key] = (settings.url, failures)
+            before = self.failed.get(key)
+            failures = before.failures + 1 if before and before.url == settings.url else 1
             delay = RETRY.delay(failures)
-            self.retry_at[key] = (settings.url, now + delay)
+            self.failed[key] = _Failing(settings.url, failures, now + delay)
             wait = max(delay, settings.interval_s)
             raise ExternalScalerError(f"{error}; next call in {wait:.0f} s") from None
-        self.failures.pop(key, None)
-        self.retry_at.pop(key, None)
+        self.failed.pop(key, None)
         return found

@@ -231,3 +231,16 @@ async def test_a_scaler_the_ca_does_not_trust_is_not_called(scaler: Scaler) -> N
     [outcome] = await setup.autoscaler.round(setup.store)
     assert outcome.reason == "ExternalScalerFailed" and "cannot be reached" in outcome.message
     assert scaler.server.seen == []
+
+
+async def test_the_backoff_is_per_url_and_forgotten_with_the_scaler() -> None:
+    calls = ExternalScalerCalls(_secret_of, NS)
+    settings = parse_external(_spec(url="http://127.0.0.1:9/r"), release_namespace=NS)
+    assert settings is not None
+    with pytest.raises(ExternalScalerError):  # a key over http: a failure like any other
+        await calls.recommend(("ml", "w"), settings, body={}, current=CURRENT, now=0.0)
+    assert calls.waiting(("ml", "w"), settings.url, 29.0)
+    assert not calls.waiting(("ml", "w"), settings.url, 31.0)
+    assert not calls.waiting(("ml", "w"), "https://fixed.example/r", 1.0)  # a changed URL
+    calls.keep_only(set())
+    assert not calls.waiting(("ml", "w"), settings.url, 1.0)

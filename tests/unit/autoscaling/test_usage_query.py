@@ -1,7 +1,7 @@
-"""The autoscaler's queries. The exact one on the real embedded store (DuckDB): per workload the
-sample count and the percentiles of its per-GPU TFLOPS and VRAM over the window, older rows
-left out; the GreptimeDB form; a malformed answer read as zeros. The fill and the new rows: one
-read statement in each dialect, their time bounds, the workloads named only when safe."""
+"""The autoscaler's queries. On the real embedded store (DuckDB): the fill reads the attributed
+rows of its span up to the cut, the new rows those after it; never a row the provider could not
+attribute (`usage_known = 0`) or one outside the span. In both dialects: one read statement
+each, their time bounds, the workloads named only when safe."""
 
 from __future__ import annotations
 
@@ -10,15 +10,12 @@ from dataclasses import replace
 
 from tensorfusion.adapters.tsdb.duckdb_store import DuckDBMetricsStore
 from tensorfusion.domain.alerting.read_query import check_read_query
-from tensorfusion.domain.autoscaling.recommendation import percentile
 from tensorfusion.domain.autoscaling.usage_query import (
     MAX_NAMED_WORKLOADS,
     MAX_RECENT_ROWS,
     PercentileSet,
     fill_query,
-    parse_usage,
     recent_query,
-    usage_query,
 )
 from tensorfusion.domain.metrics.conditions import Dialect
 from tensorfusion.domain.metrics.recorders import WorkerUsageSample, worker_usage_rows
@@ -35,39 +32,25 @@ def _samples(workload: str, tflops: list[float], vram: list[int]) -> list[Worker
             for t, v in zip(tflops, vram, strict=True)]  # fmt: skip
 
 
-def test_percentiles_per_workload_over_the_window() -> None:
+def test_the_fill_and_the_new_rows_read_attributed_rows_of_their_span_only() -> None:
     store = DuckDBMetricsStore()
     now_ms = int(time.time() * 1000)
-    tflops = [float(i % 50) for i in range(200)]  # compute_percentage of a 100-TFLOPS card
-    vram = [(i % 20) * GIB for i in range(200)]
     rows = []
-    for i, sample in enumerate(_samples("infer", tflops, vram)):
-        rows += worker_usage_rows([sample], now_ms - i * 1000)
+    for i, sample in enumerate(_samples("infer", [10.0, 20.0, 30.0], [GIB, 2 * GIB, 3 * GIB])):
+        rows += worker_usage_rows([sample], now_ms - 60_000 + i * 30_000)  # -60 s, -30 s, now
     rows += worker_usage_rows(_samples("old", [90.0], [GIB]), now_ms - 7_200_000)  # 2 h ago
     unknown = [replace(sample, usage_known=False) for sample in _samples("nvml", [0.0], [0])]
-    rows += worker_usage_rows(unknown, now_ms)  # zeros for want of a figure: never read
+    rows += worker_usage_rows(unknown, now_ms - 45_000)  # zeros for want of a figure: never read
     store.insert_rows(rows)
-    answer = store.query(usage_query(Dialect.DUCKDB, 3600, SET))
-    usage = parse_usage(answer.mappings())
-    assert set(usage) == {("ml", "infer")}
-    found = usage[("ml", "infer")]
-    assert found.compute.samples == 200
-    assert abs(found.compute.target - percentile(tflops, 0.95) * 1000) < 1e-6
-    assert abs(found.vram.upper - percentile([float(v) for v in vram], 0.99)) < 1
-    assert found.compute.lower == percentile(tflops, 0.5) * 1000
-
-
-def test_the_greptime_form_uses_its_percentile_function_and_interval() -> None:
-    sql = usage_query(Dialect.GREPTIME, 86_400, SET)
-    assert "approx_percentile_cont(compute_tflops, 0.95)" in sql
-    assert "ts >= now() - '86400s'::INTERVAL" in sql and sql.endswith("LIMIT 100000")
-
-
-def test_a_malformed_answer_reads_as_zeros() -> None:
-    usage = parse_usage([{"namespace": "ml", "workload": "w", "samples": "x", "c1": "NaN",
-                          "v2": -5, "c0": None}])  # fmt: skip
-    found = usage[("ml", "w")]
-    assert (found.compute.samples, found.compute.target, found.vram.upper) == (0, 0.0, 0.0)
+    cut = now_ms - 15_000
+    filled = store.query(fill_query(Dialect.DUCKDB, start_ms=now_ms - 3_600_000, end_ms=now_ms,
+                                    cut_ms=cut)).mappings()  # fmt: skip
+    # Before the cut: two samples of infer, per resource; nothing of nvml or of 2 h ago.
+    assert {(r["workload"], r["resource"]) for r in filled} == {("infer", 0), ("infer", 1)}
+    assert sum(r["samples"] for r in filled if r["resource"] == 0) == 2
+    assert {r["high"] for r in filled if r["resource"] == 0} == {10.0, 20.0}
+    recent = store.query(recent_query(Dialect.DUCKDB, cut)).mappings()
+    assert [(r["workload"], r["compute_tflops"]) for r in recent] == [("infer", 30.0)]
 
 
 def test_the_fill_and_the_new_rows_in_both_dialects_are_one_read_statement() -> None:

@@ -130,7 +130,7 @@ function replace(id, ...children) {
 function rows(tbodyParent, items, cells, empty) {
   const body = document.querySelector(`#${tbodyParent} tbody`);
   const out = items.map((item) => el("tr", {}, ...cells(item).map((c) =>
-    el("td", {}, typeof c === "string" ? c : c))));
+    el("td", {}, c))));
   if (!out.length) {
     const columns = document.querySelectorAll(`#${tbodyParent} thead th`).length;
     out.push(el("tr", {}, el("td", { className: "empty", colspan: String(columns), text: empty })));
@@ -160,8 +160,8 @@ async function getJSON(path) {
 }
 
 function showPools(body) {
-  replace("pools", ...body.pools.map(poolCard));
-  if (!body.pools.length) replace("pools", el("p", { className: "muted", text: "No pool yet." }));
+  const cards = body.pools.map(poolCard);
+  replace("pools", ...(cards.length ? cards : [el("p", { className: "muted", text: "No pool yet." })]));
 }
 
 function showGpus(allocation) {

@@ -23,6 +23,7 @@ from tensorfusion.domain.autoscaling.recommendation import (
     recommend,
 )
 from tensorfusion.domain.autoscaling.settings import AutoSetSettings
+from tensorfusion.domain.autoscaling.usage_query import percentile_set
 
 __all__ = [
     "SAMPLE_INTERVAL_S",
@@ -117,21 +118,17 @@ def right_size(
     """What `recommend` makes of a workload admitted with `requests` and `limits` (per GPU)
     whose pods use `usage` over runs of `duration_s`, `rows_per_sample` being its workers ×
     GPUs: the recommendation once the autoscaler has seen the runs."""
-    s = settings
+    fractions = percentile_set(settings)
     compute = vram = None
     if usage.compute is not None:
         compute = profile_percentiles(
             usage.compute, duration_s=duration_s, request=requests.tflops_milli,
-            rows_per_sample=rows_per_sample,
-            fractions=(s.lower_bound_compute_percentile, s.target_compute_percentile,
-                       s.upper_bound_compute_percentile),
+            rows_per_sample=rows_per_sample, fractions=fractions.compute,
         )  # fmt: skip
     if usage.vram is not None:
         vram = profile_percentiles(
             usage.vram, duration_s=duration_s, request=requests.vram_bytes,
-            rows_per_sample=rows_per_sample,
-            fractions=(s.lower_bound_vram_percentile, s.target_vram_percentile,
-                       s.upper_bound_vram_percentile),
+            rows_per_sample=rows_per_sample, fractions=fractions.vram,
         )  # fmt: skip
     return recommend(settings, original=(requests, limits), current=(requests, limits),
                      compute=compute, vram=vram)  # fmt: skip

@@ -3,9 +3,6 @@
 - `fill_query`: one slice of the history window, aggregated per workload, resource and
   log bucket (`usage_histogram`): what a new leader fills its histograms from.
 - `recent_query`: the rows written after the cut, one per sample: what each round adds.
-- `usage_query`: the exact percentiles over the window computed by the store (DuckDB
-  `quantile_cont` over a list of fractions, GreptimeDB `approx_percentile_cont`), one row per
-  workload; the reference the histograms are checked against and the benchmark's baseline.
 
 Only rows with `usage_known = 1` count. The GreptimeDB forms of `fill_query` and
 `recent_query` are written to its documented SQL (DataFusion) and have not been run against it.
@@ -14,9 +11,9 @@ Only rows with `usage_known = 1` count. The GreptimeDB forms of `fill_query` and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from tensorfusion.domain.autoscaling.recommendation import UsagePercentiles
 from tensorfusion.domain.autoscaling.settings import AutoSetSettings
@@ -25,8 +22,7 @@ from tensorfusion.domain.autoscaling.usage_histogram import (
     TFLOPS_SCALE,
     VRAM_SCALE,
 )
-from tensorfusion.domain.metrics.conditions import Dialect, wall_conditions
-from tensorfusion.domain.metrics.rows import positive_number
+from tensorfusion.domain.metrics.conditions import Dialect
 from tensorfusion.domain.timestamps import format_sql_timestamp
 
 __all__ = [
@@ -34,19 +30,14 @@ __all__ = [
     "MAX_FILL_ROWS",
     "MAX_NAMED_WORKLOADS",
     "MAX_RECENT_ROWS",
-    "MAX_WORKLOAD_ROWS",
     "RECENT_COLUMNS",
     "PercentileSet",
     "WorkloadUsage",
     "fill_query",
-    "parse_usage",
     "percentile_set",
     "recent_query",
-    "usage_query",
 ]
 
-MAX_WORKLOAD_ROWS: Final = 100_000
-"""Rows of `usage_query` read back at most (one per workload)."""
 MAX_RECENT_ROWS: Final = 250_000
 """Rows of `recent_query` read at most; more means the history is filled again."""
 MAX_FILL_ROWS: Final = 1_000_000
@@ -156,45 +147,3 @@ def recent_query(dialect: Dialect, cut_ms: int) -> str:
         f" FROM tf_worker_usage WHERE usage_known = 1 AND ts > {_time(cut_ms)}"
         f" LIMIT {MAX_RECENT_ROWS + 1}"
     )
-
-
-def usage_query(dialect: Dialect, window_s: int, percentiles: PercentileSet) -> str:
-    """The SQL of one round for workloads sharing `window_s` and `percentiles`: columns
-    `namespace, workload, samples, c0..c2` (TFLOPS) and `v0..v2` (bytes)."""
-    # Only rows whose usage the provider attributed to the worker: a provider that cannot
-    # (NVML today) writes zeros, which must never read as "uses nothing".
-    where = f"usage_known = 1 AND {wall_conditions(dialect, f'{window_s}s', window_s * 1000)}"
-    if dialect is Dialect.GREPTIME:
-        columns = [f"approx_percentile_cont(compute_tflops, {p!r}) AS c{i}"
-                   for i, p in enumerate(percentiles.compute)]  # fmt: skip
-        columns += [f"approx_percentile_cont(memory_bytes, {p!r}) AS v{i}"
-                    for i, p in enumerate(percentiles.vram)]  # fmt: skip
-        return (
-            "SELECT namespace, workload, count(*) AS samples, " + ", ".join(columns)
-            + f" FROM tf_worker_usage WHERE {where} GROUP BY namespace, workload"
-            + f" LIMIT {MAX_WORKLOAD_ROWS}"
-        )  # fmt: skip
-    # DuckDB: one quantile_cont per column over a list of fractions sorts each group once.
-    compute = ", ".join(repr(p) for p in percentiles.compute)
-    vram = ", ".join(repr(p) for p in percentiles.vram)
-    picked = ", ".join([f"c[{i + 1}] AS c{i}" for i in range(3)]
-                       + [f"v[{i + 1}] AS v{i}" for i in range(3)])  # fmt: skip
-    return (
-        f"SELECT namespace, workload, samples, {picked} FROM (SELECT namespace, workload, "
-        f"count(*) AS samples, quantile_cont(compute_tflops, [{compute}]) AS c, "
-        f"quantile_cont(memory_bytes, [{vram}]) AS v FROM tf_worker_usage WHERE {where} "
-        f"GROUP BY namespace, workload) LIMIT {MAX_WORKLOAD_ROWS}"
-    )
-
-
-def parse_usage(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], WorkloadUsage]:
-    """The answer by (namespace, workload); a row with a bad value counts that value as 0."""
-    found: dict[tuple[str, str], WorkloadUsage] = {}
-    for row in rows:
-        key = (str(row.get("namespace") or ""), str(row.get("workload") or ""))
-        samples = int(positive_number(row.get("samples")))
-        c = [positive_number(row.get(f"c{i}")) * 1000 for i in range(3)]  # TFLOPS -> milli
-        v = [positive_number(row.get(f"v{i}")) for i in range(3)]
-        found[key] = WorkloadUsage(UsagePercentiles(samples, c[0], c[1], c[2]),
-                                   UsagePercentiles(samples, v[0], v[1], v[2]))  # fmt: skip
-    return found
